@@ -1,0 +1,72 @@
+"""One error hierarchy for everything a user can cause.
+
+Each error says what arrived and what to do about it. The CLI turns a `FlywheelError` into a
+one-paragraph message and its `exit_code`; nothing else is caught there, so a bug still shows a
+traceback while bad input never does.
+"""
+
+from __future__ import annotations
+
+
+class FlywheelError(Exception):
+    """Base of every user-facing error: `message` says what happened, `hint` what to do."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class InputError(FlywheelError):
+    """A command-line value, file or row the user handed in is unusable."""
+
+    exit_code = 2
+
+
+class ModelError(FlywheelError):
+    """A model could not be found, assembled or loaded offline."""
+
+
+# --- artifacts and grafts ------------------------------------------------------------------------
+
+
+class ArtifactError(FlywheelError):
+    """An artifact was refused; nothing from it reached the engine."""
+
+    exit_code = 3
+
+
+class ArtifactMalformedError(ArtifactError):
+    """The file is truncated, not safetensors, or its header lacks required fields."""
+
+
+class ArtifactIntegrityError(ArtifactError):
+    """The content SHA-256 recomputed from the bytes differs from the recorded one."""
+
+
+class ArtifactVersionError(ArtifactError):
+    """The artifact's format version is one this build does not know."""
+
+
+class FingerprintMismatchError(ArtifactError):
+    """The artifact was computed under another model, dtype, device or attention implementation."""
+
+
+class ArtifactNotFoundError(ArtifactError):
+    """No artifact with that id is in the store."""
+
+
+# --- library -------------------------------------------------------------------------------------
+
+
+class LibraryError(FlywheelError):
+    """The library root, catalog or index is missing or inconsistent."""
+
+
+class DepositRefusedError(FlywheelError):
+    """A solution was not deposited because its answer is contradicted or unverifiable."""
