@@ -1,0 +1,38 @@
+"""Content-addressed artifact storage: `ArtifactStore` and one backend per medium.
+
+Example:
+    >>> store = open_store(library_root)              # LocalStore(<library>/artifacts)
+    >>> store = open_store("s3://bucket/artifacts")   # FsspecStore
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flywheel.store.base import ArtifactStore, check_sha, sha256_hex
+from flywheel.store.fsspec_store import FsspecStore
+from flywheel.store.local import LocalStore
+
+#: Sub-directory of the library root that holds artifact files.
+ARTIFACTS_DIR = "artifacts"
+
+
+def open_store(location: str | os.PathLike[str]) -> ArtifactStore:
+    """A store for `location`: a URL with a scheme gives `FsspecStore(url)`, a path
+    `LocalStore(<path>/artifacts)` (the path is the library root).
+
+    Args:
+        location: library root directory, or an fsspec URL of the artifacts prefix.
+    Returns:
+        the store; close it (or use it as a context manager) when done.
+    """
+    text = os.fspath(location)
+    if "://" in text and not text.startswith("file://"):
+        return FsspecStore(text)
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    return LocalStore(Path(text) / ARTIFACTS_DIR)
+
+
+__all__ = ["ARTIFACTS_DIR", "ArtifactStore", "FsspecStore", "LocalStore", "check_sha", "open_store", "sha256_hex"]

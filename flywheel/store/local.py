@@ -1,0 +1,95 @@
+"""The default store: files under `<library>/artifacts/<first two hex>/<sha>`, written atomically."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from flywheel.store.base import ArtifactStore, check_sha, sha256_hex, verified
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename or unlink inside `path` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalStore(ArtifactStore):
+    """Artifacts as files on a local filesystem, sharded by the first two hex digits.
+
+    Args:
+        root: the artifacts directory, normally `<library>/artifacts` (created if absent).
+
+    Example:
+        >>> store = LocalStore(library / "artifacts")
+        >>> sha = store.put(blob); store.path_for(sha)
+        PosixPath('library/artifacts/3f/3f9a...')
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path_for(self, sha: str) -> Path:
+        check_sha(sha)
+        return self.root / sha[:2] / sha
+
+    def put(self, data: bytes) -> str:
+        sha = sha256_hex(data)
+        final = self.path_for(sha)
+        if final.exists() and final.stat().st_size == len(data):
+            return sha  # same name, same length: content-addressed, so the same bytes
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # Temp file in the same directory, so os.replace is an atomic rename on one filesystem.
+        fd, tmp = tempfile.mkstemp(prefix=f".{sha[:12]}.", suffix=".tmp", dir=final.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(final.parent)
+        return sha
+
+    def get(self, sha: str) -> bytes | None:
+        path = self.path_for(sha)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return verified(sha, data, str(path))
+
+    def contains(self, sha: str) -> bool:
+        return self.path_for(sha).is_file()
+
+    def remove(self, sha: str) -> bool:
+        path = self.path_for(sha)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        _fsync_dir(path.parent)
+        return True
+
+    def iter_ids(self) -> Iterator[str]:
+        for shard in sorted(self.root.iterdir()):
+            if not shard.is_dir() or len(shard.name) != 2:
+                continue
+            for entry in shard.iterdir():
+                name = entry.name
+                if len(name) == 64 and name.startswith(shard.name) and entry.is_file():
+                    yield name
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"

@@ -1,0 +1,122 @@
+"""Artifact stores: content addressing, integrity on read, atomic and idempotent writes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from flywheel.errors import ArtifactIntegrityError, InputError
+from flywheel.store import ArtifactStore, FsspecStore, LocalStore, open_store
+
+BLOB = b"\x00safetensors-ish header\x01" * 100
+
+
+@pytest.fixture(params=["local", "fsspec-memory", "fsspec-file"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ArtifactStore]:
+    if request.param == "local":
+        s: ArtifactStore = LocalStore(tmp_path / "artifacts")
+    elif request.param == "fsspec-memory":
+        s = FsspecStore(f"memory://{tmp_path.name}/artifacts")
+    else:
+        s = FsspecStore(f"file://{tmp_path}/artifacts")
+    with s:
+        yield s
+    if request.param == "fsspec-memory":
+        fsspec.filesystem("memory").rm(f"/{tmp_path.name}", recursive=True)
+
+
+def _corrupt(store: ArtifactStore, sha: str, data: bytes) -> None:
+    if isinstance(store, LocalStore):
+        store.path_for(sha).write_bytes(data)
+    else:
+        assert isinstance(store, FsspecStore)
+        store.fs.pipe_file(store.path_for(sha), data)
+
+
+def test_put_returns_sha256_and_get_round_trips(store: ArtifactStore) -> None:
+    sha = store.put(BLOB)
+    assert sha == hashlib.sha256(BLOB).hexdigest()
+    assert store.contains(sha)
+    assert store.get(sha) == BLOB
+    assert list(store.iter_ids()) == [sha]
+
+
+def test_miss_returns_none(store: ArtifactStore) -> None:
+    absent = "ab" + "0" * 62
+    assert store.get(absent) is None
+    assert not store.contains(absent)
+    assert store.remove(absent) is False
+
+
+def test_put_is_idempotent(store: ArtifactStore) -> None:
+    first = store.put(BLOB)
+    second = store.put(BLOB)
+    assert first == second
+    assert list(store.iter_ids()) == [first]
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated", "empty"])
+def test_corrupt_bytes_raise_instead_of_returning(store: ArtifactStore, damage: str) -> None:
+    sha = store.put(BLOB)
+    bad = {"flipped": BLOB[:-1] + b"\xff", "truncated": BLOB[: len(BLOB) // 2], "empty": b""}[damage]
+    _corrupt(store, sha, bad)
+    with pytest.raises(ArtifactIntegrityError, match=sha[:12]):
+        store.get(sha)
+
+
+def test_put_repairs_a_truncated_file(store: ArtifactStore) -> None:
+    sha = store.put(BLOB)
+    _corrupt(store, sha, BLOB[:10])
+    assert store.put(BLOB) == sha
+    assert store.get(sha) == BLOB
+
+
+def test_remove(store: ArtifactStore) -> None:
+    sha = store.put(BLOB)
+    assert store.remove(sha) is True
+    assert store.get(sha) is None
+    assert list(store.iter_ids()) == []
+
+
+@pytest.mark.parametrize("bad_id", ["../../etc/passwd", "AB" * 32, "abc", "g" * 64, ""])
+def test_ids_that_are_not_sha256_are_refused(store: ArtifactStore, bad_id: str) -> None:
+    with pytest.raises(InputError):
+        store.get(bad_id)
+
+
+def test_local_layout_is_sharded_and_leaves_no_temp_files(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "artifacts")
+    shas = {store.put(f"artifact {i}".encode()) for i in range(20)}
+    assert set(store.iter_ids()) == shas
+    for sha in shas:
+        assert store.path_for(sha) == tmp_path / "artifacts" / sha[:2] / sha
+    leftovers = [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file() and p.name not in shas]
+    assert leftovers == []
+
+
+def test_local_failed_write_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = LocalStore(tmp_path / "artifacts")
+
+    def boom(fd: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="disk full"):
+        store.put(BLOB)
+    monkeypatch.undo()
+    assert list(store.iter_ids()) == []
+    assert [p for p in (tmp_path / "artifacts").rglob("*") if p.is_file()] == []
+
+
+def test_open_store_picks_backend_by_location(tmp_path: Path) -> None:
+    local = open_store(tmp_path)
+    assert isinstance(local, LocalStore) and local.root == tmp_path / "artifacts"
+    remote = open_store("memory://open-store-test/artifacts")
+    assert isinstance(remote, FsspecStore)
+    sha = remote.put(BLOB)
+    assert FsspecStore("memory://open-store-test/artifacts").get(sha) == BLOB
