@@ -70,3 +70,7 @@ class LibraryError(FlywheelError):
 
 class DepositRefusedError(FlywheelError):
     """A solution was not deposited because its answer is contradicted or unverifiable."""
+
+
+class CatalogConflictError(LibraryError):
+    """A row the user handed in contradicts one already in the catalog (e.g. a reused problem id)."""

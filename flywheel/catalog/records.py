@@ -1,0 +1,112 @@
+"""Plain inputs and results of `Catalog` methods, so callers need not build ORM rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from flywheel.catalog.models import Artifact, Attempt, Problem, Solution
+
+Route = Literal["exact", "near", "none"]
+GraftOutcome = Literal["ok", "refused"]
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """A problem to upsert; `id` defaults to `p-<first 16 hex of the normalized-text hash>`."""
+
+    text: str
+    id: str | None = None
+    reference: str | None = None
+    source: str | None = None  # the problem set's name
+
+
+@dataclass(frozen=True)
+class SolutionSpec:
+    """A worked solution and the verifier's verdict on its answer."""
+
+    text: str
+    answer: str
+    verdict_status: str  # verifiers.Verdict.status; must be "equivalent" unless unverified
+    deposited_by: str  # a flow-run id, or "curator:<user>"
+    verdict_reason: str | None = None
+    unverified: bool = False
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    """The catalog facts of an artifact whose bytes are already durable in the store."""
+
+    sha256: str
+    fingerprint_digest: str
+    fingerprint_json: str
+    model_name: str
+    token_count: int
+    size_bytes: int
+    logits_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Deposit:
+    """Result of `Catalog.deposit`. `created` is False when the deposit already existed; then
+    `artifact.sha256` may differ from the one passed in (the caller's bytes are an orphan)."""
+
+    problem: Problem
+    solution: Solution
+    artifact: Artifact
+    created: bool
+
+
+@dataclass(frozen=True)
+class GraftRecord:
+    """A graft tried in an attempt: `ok`, or `refused` with the engine's reason."""
+
+    artifact_sha256: str
+    outcome: GraftOutcome
+    reason: str | None = None
+    restored_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt's accounting; token counts are exact, energy carries its source."""
+
+    run_id: str
+    problem_id: str
+    attempt_index: int
+    route: Route
+    budget: int
+    route_score: float | None = None
+    routed_artifact_sha: str | None = None
+    grafted_artifact_sha: str | None = None
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0
+    restored_tokens: int = 0
+    decode_tokens: int = 0
+    budget_exhausted: bool = False
+    answer: str | None = None
+    verified: bool = False
+    verdict_status: str | None = None
+    wall_seconds: float | None = None
+    energy_joules: float | None = None
+    energy_source: str | None = None  # nvml | rapl | estimate
+    logits_sha256: str | None = None
+    error: str | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class RecordedAttempt:
+    """Result of `Catalog.record_attempt`; `created` is False on a resumed, already-recorded key."""
+
+    attempt: Attempt
+    created: bool
+
+
+@dataclass(frozen=True)
+class RouterEntry:
+    """A routable artifact: verified, matching the fingerprint, with its problem's text."""
+
+    artifact_sha256: str
+    problem_id: str
+    problem_text: str

@@ -1,0 +1,88 @@
+"""`flywheel verify-graft` and `flywheel prepare-model`: the engine-level commands."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from flywheel.cli.common import echo_json, settings_of
+from flywheel.engine import Engine, EngineSettings
+
+DEFAULT_SAMPLES = 50
+#: Lengths cycled through by the samples: below, at and well past Gemma 3's 512-token window.
+DEFAULT_PREFIX_TOKENS = (35, 256, 640, 1200)
+
+
+@click.command("verify-graft")
+@click.option("--samples", default=DEFAULT_SAMPLES, show_default=True, type=click.IntRange(1, 10_000),
+              help="Number of prefix/continuation samples.")
+@click.option("--prefix-tokens", "prefix_tokens", multiple=True, type=click.IntRange(2, 1_000_000),
+              help=f"Prefix length(s), cycled through by the samples (default {' '.join(map(str, DEFAULT_PREFIX_TOKENS))}). "
+                   "Accepts repeats or a space-separated list.")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0, 1_000_000),
+              help="Also graft shifted by K positions (RoPE re-rotation) and report its KL.")
+@click.option("--device", default="cpu", show_default=True, help="cpu or cuda (deterministic settings either way).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.argument("more_prefix_tokens", nargs=-1, type=click.IntRange(2, 1_000_000))
+@click.pass_context
+def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...], offset: int, device: str,
+                 as_json: bool, more_prefix_tokens: tuple[int, ...]) -> None:
+    """Check that grafted logits are SHA-256-equal to fresh computation.
+
+    Exit status 0 only when every sample is SHA-equal.
+
+    \b
+    Example:
+      flywheel verify-graft --samples 8 --prefix-tokens 64 1200 2048 --offset 3 --json
+    """
+    from flywheel import verify_graft as vg
+
+    lengths = list(prefix_tokens) + list(more_prefix_tokens) or list(DEFAULT_PREFIX_TOKENS)
+    settings = settings_of(ctx)
+    engine = Engine.load(settings.model, EngineSettings(device=device))
+
+    def show(sample: vg.Sample) -> None:
+        if not as_json:
+            mark = "equal" if sample.sha_equal else "DIFFERENT"
+            click.echo(f"  sample {sample.index + 1:>3}/{samples}  prefix {sample.prefix_tokens:>5} tok  "
+                       f"fresh {sample.fresh_sha256[:16]}  graft {sample.graft_sha256[:16]}  {mark}  "
+                       f"kl {sample.kl:.3g}", err=False)
+
+    if not as_json:
+        click.echo(f"verify-graft: {engine.fingerprint.model} on {engine.fingerprint.device_name} "
+                   f"(fingerprint {engine.fingerprint.digest[:16]})")
+    report = vg.run(engine, samples=samples, prefix_tokens=lengths, offset=offset, workdir=None, progress=show)
+    if as_json:
+        payload = report.to_json()
+        payload["per_sample"] = [dict(s) for s in payload["per_sample"]]  # type: ignore[call-overload]
+        echo_json(payload)
+    else:
+        click.echo(f"{report.sha_equal}/{report.samples} SHA-equal, max KL {report.kl_max:.3g}, "
+                   f"argmax agreement {report.argmax_agreement:.1%}")
+        if report.one_pass_max_abs_diff is not None:
+            click.echo(f"one-pass prefill vs the chunked schedule: max |Δlogit| {report.one_pass_max_abs_diff:.3g} "
+                       f"({'equal' if report.one_pass_sha_equal else 'not byte-equal'}) — exactness is per schedule")
+        if offset:
+            click.echo(f"graft shifted by {offset} positions (RoPE re-rotation): max KL {report.offset_kl_max:.3g}, "
+                       f"argmax agreement {report.offset_argmax_agreement:.1%} — own position is the exact point")
+    ctx.exit(0 if report.ok else 1)
+
+
+@click.command("prepare-model")
+@click.option("--json", "as_json", is_flag=True, help="Print the fingerprint as JSON.")
+@click.pass_context
+def prepare_model(ctx: click.Context, as_json: bool) -> None:
+    """Prepare (once) and load the model, then print its fingerprint.
+
+    \b
+    Example:
+      flywheel --model smollm2-135m prepare-model --json
+    """
+    engine = Engine.load(settings_of(ctx).model)
+    fp = engine.fingerprint
+    if as_json:
+        click.echo(json.dumps({**fp.to_dict(), "digest": fp.digest}, indent=2))
+    else:
+        click.echo(f"{fp.model}: fingerprint {fp.digest}\n  weights {fp.weights_sha256}\n  tokenizer {fp.tokenizer_sha256}"
+                   f"\n  {fp.dtype}, {fp.attn_implementation}, {fp.device_name}, {fp.threads} threads")

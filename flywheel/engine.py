@@ -1,0 +1,284 @@
+"""The deterministic inference engine: load a frozen causal LM, prefill, decode.
+
+Exactness is defined against a schedule: the same tokens fed in the same chunks on the same
+machine under these settings give bit-identical logits. `Engine` pins every knob that can move
+a bit (threads, deterministic algorithms, attention implementation, dtype) and records them in
+its `Fingerprint`, which every artifact carries and every graft checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+
+from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo
+from flywheel.errors import InputError, ModelError
+
+DType = Literal["float32", "bfloat16", "float16"]
+_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The pinned configuration under which logits are reproducible byte for byte."""
+
+    dtype: DType = "float32"
+    attn_implementation: str = "sdpa"   # fixed: eager and sdpa round differently
+    threads: int = config.DEFAULT_THREADS  # fixed: reductions split by thread count
+    device: str = "cpu"
+    prefill_chunk: int = 256             # the schedule: prefix tokens per forward pass
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Everything that must match for an artifact's bytes to mean the same thing here."""
+
+    model: str
+    weights_sha256: str
+    tokenizer_sha256: str
+    dtype: str
+    attn_implementation: str
+    device_type: str
+    device_name: str
+    threads: int
+    torch_version: str
+    transformers_version: str
+    format_version: int = ARTIFACT_FORMAT_VERSION
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON: the one value catalogs and routers compare."""
+        return hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fingerprint:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def differences(self, other: Fingerprint) -> list[str]:
+        """Field names whose values differ, `model` excluded (a renamed model is the same model)."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        return [k for k in mine if k != "model" and mine[k] != theirs[k]]
+
+
+def canonical_json(data: Any) -> str:
+    """Sorted-key, separator-fixed JSON: the byte form every hash in the project is taken over."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def device_name(device: torch.device) -> str:
+    """A human name for the exact hardware: the GPU name, or the CPU model and ISA."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.machine()} {model}".strip()
+
+
+def apply_determinism(settings: EngineSettings) -> None:
+    """Pin the process-wide knobs; idempotent. Must run before the first CUDA call."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    if torch.get_num_threads() != settings.threads:
+        torch.set_num_threads(settings.threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+
+
+def _tokenizer_sha256(tokenizer: Any) -> str:
+    """Hash the tokenizer's full serialized state (vocab, merges, normalizer, specials)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    body = backend.to_str() if backend is not None else canonical_json(tokenizer.get_vocab())
+    specials = canonical_json({k: str(v) for k, v in sorted(tokenizer.special_tokens_map.items())})
+    return hashlib.sha256((body + "\n" + specials).encode()).hexdigest()
+
+
+def _weights_sha256(model_dir: Path) -> str:
+    """Hash the weight files in name order (what was loaded, not what a config claims)."""
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise ModelError(f"no *.safetensors weights in {model_dir}",
+                         hint="only safetensors checkpoints are loaded (no pickle-based .bin files)")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + modelzoo.sha256_file(f).encode())
+    return h.hexdigest()
+
+
+class Engine:
+    """A frozen causal LM under pinned settings.
+
+    Example:
+        >>> engine = Engine.load("gemma3-270m")          # doctest: +SKIP
+        >>> cache, logits = engine.prefill(engine.encode("2+3="))  # doctest: +SKIP
+    """
+
+    def __init__(self, model: PreTrainedModel, tokenizer: Any, fingerprint: Fingerprint,
+                 settings: EngineSettings) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.fingerprint = fingerprint
+        self.settings = settings
+        self.device = torch.device(settings.device)
+
+    @classmethod
+    def load(cls, name: str | None = None, settings: EngineSettings | None = None, *,
+             progress: bool = True) -> Engine:
+        """Load `name` (default: `FLYWHEEL_MODEL` or gemma3-270m) under `settings`.
+
+        Args:
+            name: packaged model name, local directory, or locally cached HF id.
+            settings: the pinned configuration (default `EngineSettings()`).
+            progress: show the one-time preparation stages.
+        Returns:
+            A ready engine whose `fingerprint` names weights, tokenizer and settings.
+        """
+        settings = settings or EngineSettings()
+        name = config.model_name(name)
+        if settings.device.startswith("cuda") and not torch.cuda.is_available():
+            raise InputError(f"device {settings.device!r} requested but CUDA is not available here")
+        apply_determinism(settings)
+        model_dir = modelzoo.prepare(name, progress=progress)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                model_dir, local_files_only=True, dtype=_DTYPES[settings.dtype],
+                attn_implementation=settings.attn_implementation, use_safetensors=True)
+        except (OSError, ValueError) as err:
+            raise ModelError(f"could not load {name!r} from {model_dir}: {err}") from err
+        model.to(settings.device).eval()
+        model.requires_grad_(False)
+        device = torch.device(settings.device)
+        fingerprint = Fingerprint(
+            model=name if name in modelzoo.PACKAGED else str(model_dir),
+            weights_sha256=_weights_sha256(model_dir),
+            tokenizer_sha256=_tokenizer_sha256(tokenizer),
+            dtype=settings.dtype,
+            attn_implementation=model.config._attn_implementation,
+            device_type=device.type,
+            device_name=device_name(device),
+            threads=settings.threads,
+            torch_version=torch.__version__,
+            transformers_version=transformers.__version__,
+        )
+        return cls(model, tokenizer, fingerprint, settings)
+
+    # --- text ------------------------------------------------------------------------------------
+
+    def encode(self, text: str, *, bos: bool = True) -> list[int]:
+        """Token ids of `text`, with the model's BOS token first when it has one."""
+        ids: list[int] = self.tokenizer.encode(text, add_special_tokens=False)
+        bos_id = self.tokenizer.bos_token_id
+        return ([bos_id] if bos and bos_id is not None else []) + ids
+
+    def decode_text(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    @property
+    def eos_ids(self) -> set[int]:
+        ids = self.model.generation_config.eos_token_id if self.model.generation_config else None
+        ids = ids if isinstance(ids, list) else [ids] if ids is not None else []
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return {int(i) for i in ids}
+
+    @property
+    def context_window(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
+
+    # --- the hot path ----------------------------------------------------------------------------
+
+    def new_cache(self) -> DynamicCache:
+        """An empty cache laid out for this model (sliding-window layers where the config says)."""
+        return DynamicCache(config=self.model.config)
+
+    @torch.inference_mode()
+    def forward(self, ids: Sequence[int], cache: DynamicCache, *, keep: int = 1,
+                position_offset: int = 0) -> torch.Tensor:
+        """Run `ids` through the model on top of `cache` (mutated); logits of the last `keep`.
+
+        Positions continue from the cache's length (+ `position_offset` for a shifted graft).
+        Returns float32 logits of shape (keep, vocab).
+        """
+        if not ids:
+            raise InputError("cannot run the model on zero tokens")
+        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)  # (1, T)
+        kwargs: dict[str, Any] = {}
+        if position_offset:
+            start = cache.get_seq_length() + position_offset
+            kwargs["position_ids"] = torch.arange(start, start + len(ids), device=self.device)[None]
+        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True,
+                         logits_to_keep=keep, **kwargs)
+        return out.logits[0, -keep:].float()  # (keep, V)
+
+    def prefill(self, ids: Sequence[int], cache: DynamicCache | None = None, *,
+                chunk: int | None = None, keep: int = 1) -> tuple[DynamicCache, torch.Tensor]:
+        """Feed `ids` in chunks of `chunk` tokens (the recorded schedule); last `keep` logits."""
+        chunk = chunk or self.settings.prefill_chunk
+        cache = cache if cache is not None else self.new_cache()
+        logits = torch.empty(0)
+        for start in range(0, len(ids), chunk):
+            piece = ids[start:start + chunk]
+            logits = self.forward(piece, cache, keep=min(keep, len(piece)))
+        return cache, logits
+
+    def decode_one_token(self, cache: DynamicCache, token: int) -> torch.Tensor:
+        """Append one token; returns next-token logits (vocab,)."""
+        return self.forward([token], cache, keep=1)[0]
+
+    def decode_n_tokens(self, cache: DynamicCache, logits: torch.Tensor, max_new: int, *,
+                        stop: StopRule | None = None, generator: torch.Generator | None = None,
+                        temperature: float = 0.0) -> Iterator[int]:
+        """Yield up to `max_new` tokens, greedy (temperature 0) or sampled with `generator`."""
+        stop = stop or StopRule()
+        produced: list[int] = []
+        for _ in range(max_new):
+            token = pick_token(logits, temperature, generator)
+            produced.append(token)
+            yield token
+            if token in self.eos_ids or stop.should_stop(self, produced):
+                return
+            logits = self.decode_one_token(cache, token)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """Stop decoding at EOS, or at a newline once some non-blank text was produced."""
+
+    newline: bool = True
+    min_chars: int = 1
+
+    def should_stop(self, engine: Engine, produced: list[int]) -> bool:
+        if not self.newline:
+            return False
+        text = engine.decode_text(produced)
+        return "\n" in text and len(text.strip()) >= self.min_chars
+
+
+def pick_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
+    """Greedy argmax, or a seeded sample from softmax(logits / temperature)."""
+    if temperature <= 0:
+        return int(torch.argmax(logits).item())
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator).item())

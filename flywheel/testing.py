@@ -1,0 +1,62 @@
+"""Tiny seeded models for tests and scale benchmarks: real architectures, seconds to build.
+
+`build_tiny_model("gemma3", path)` writes a Gemma-3-style model (sliding-window and full layers,
+a small window so tests cross it cheaply) and a byte-level tokenizer into `path`, loadable by
+`Engine.load(str(path))` like any local checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+Kind = Literal["gemma3", "llama"]
+#: Small enough that a 64-token prefix already crosses it (the bug it guards appears past it).
+TINY_SLIDING_WINDOW = 16
+
+
+def _byte_tokenizer(path: Path) -> None:
+    """A byte-level BPE tokenizer with no merges: 256 byte tokens plus BOS/EOS/PAD."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {"<pad>": 0, "<bos>": 1, "<eos>": 2}
+    for ch in sorted(alphabet):
+        vocab[ch] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
+    fast.save_pretrained(path)
+
+
+def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, hidden: int = 64,
+                     max_positions: int = 4096) -> Path:
+    """Write a seeded tiny `kind` model + tokenizer to `path` and return it."""
+    from transformers import AutoModelForCausalLM, Gemma3TextConfig, LlamaConfig
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    common = dict(vocab_size=259, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=1, head_dim=hidden // 4,
+                  max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+                  tie_word_embeddings=True)
+    if kind == "gemma3":
+        # Same interleaving as Gemma 3 (five sliding layers per full one), scaled down.
+        layer_types = ["full_attention" if (i + 1) % 3 == 0 else "sliding_attention" for i in range(layers)]
+        cfg = Gemma3TextConfig(**common, sliding_window=TINY_SLIDING_WINDOW, layer_types=layer_types,
+                               query_pre_attn_scalar=hidden // 4)
+    else:
+        cfg = LlamaConfig(**common)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg)
+    with torch.no_grad():  # default init is tiny; widen it so logits differ visibly between tokens
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.08)
+    model.save_pretrained(path, safe_serialization=True)
+    _byte_tokenizer(path)
+    return path
