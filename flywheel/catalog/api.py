@@ -44,9 +44,10 @@ def insert_ignore(session: Session, model: type[Base], values: dict[str, Any]) -
     dialect = session.get_bind().dialect.name
     if dialect in ("sqlite", "postgresql"):
         mod: Any = sqlite if dialect == "sqlite" else postgresql
-        stmt = mod.insert(model).values(**values).on_conflict_do_nothing()
-        # Through the Connection, not the ORM bulk path, whose results carry no rowcount.
-        return session.connection().execute(stmt).rowcount == 1
+        # RETURNING tells us whether the row went in: rowcount is -1 under implicit RETURNING (psycopg).
+        pk = list(model.__table__.primary_key.columns)[0]
+        stmt = mod.insert(model).values(**values).on_conflict_do_nothing().returning(pk)
+        return session.connection().execute(stmt).first() is not None
     try:  # other backends: a savepoint we can roll back when a racing writer won
         with session.begin_nested():
             session.connection().execute(insert(model).values(**values))
