@@ -235,9 +235,9 @@ class _Parser:
             if val in _MULOPS and kind in ("op", "cmd"):
                 self.next()
                 right = self.parse_unary()
-                left = _div(left, right) if val in ("/", r"\div") else _expr(left) * _expr(right)
+                left = _div(left, right) if val in ("/", r"\div") else as_expr(left) * as_expr(right)
             elif self._starts_implicit():
-                left = _expr(left) * _expr(self.parse_power())
+                left = as_expr(left) * as_expr(self.parse_power())
             else:
                 return left
 
@@ -258,7 +258,7 @@ class _Parser:
         if self.at("-"):
             self.next()
             self.enter()
-            v = -_expr(self.parse_unary())
+            v = -as_expr(self.parse_unary())
             self.depth -= 1
             return v
         if self.at("+"):
@@ -266,7 +266,7 @@ class _Parser:
             return self.parse_unary()
         if self.at(r"\pm", r"\mp"):
             self.next()
-            return self._pm() * _expr(self.parse_unary())
+            return self._pm() * as_expr(self.parse_unary())
         return self.parse_power()
 
     def parse_power(self) -> Any:
@@ -280,7 +280,7 @@ class _Parser:
         return base
 
     def _pow(self, base: Any, exp: Any) -> Any:
-        base, exp = _expr(base), _expr(exp)
+        base, exp = as_expr(base), as_expr(exp)
         cfg = self.cfg
         if exp.is_Number and base not in (sympy.S.Zero, sympy.S.One, sympy.S.NegativeOne):
             if abs(exp) > cfg.max_exponent:
@@ -301,14 +301,14 @@ class _Parser:
                 v = self._factorial(v)
             elif self.at("%", r"\%"):
                 self.next()
-                v = _expr(v) / 100
+                v = as_expr(v) / 100
             elif self.at("'"):
                 raise ParseError("primes/derivatives are not supported")
             else:
                 return v
 
     def _factorial(self, v: Any) -> Any:
-        v = _expr(v)
+        v = as_expr(v)
         if v.is_Integer and (v < 0 or v > self.cfg.max_factorial):
             raise ParseError(f"factorial of {_short(v)} outside 0..{self.cfg.max_factorial}", refused=True)
         if v.is_number and not v.is_Integer:
@@ -316,7 +316,7 @@ class _Parser:
         return sympy.factorial(v)
 
     def _binomial(self, n: Any, k: Any) -> Any:
-        n, k = _expr(n), _expr(k)
+        n, k = as_expr(n), as_expr(k)
         if n.is_Integer and abs(n) > self.cfg.max_factorial:
             raise ParseError(f"binomial of {_short(n)} exceeds {self.cfg.max_factorial}", refused=True)
         return sympy.binomial(n, k)
@@ -383,7 +383,7 @@ class _Parser:
         if val == "|":
             inner = self.parse_sum()
             self.expect("|")
-            return sympy.Abs(_expr(inner))
+            return sympy.Abs(as_expr(inner))
         raise ParseError(f"unexpected {val or 'end of input'!r}")
 
     def _wordy(self) -> Any:
@@ -451,29 +451,29 @@ class _Parser:
         self.expect("(")
         args = self.parse_list((")",))
         self.expect(")")
-        return [_expr(a) for a in args]
+        return [as_expr(a) for a in args]
 
     def _function(self, name: str) -> Any:
         base = None
         if name == "log" and self.at("_"):
             self.next()
-            base = _expr(self.parse_group() if self.at("{") else self.parse_atom())
+            base = as_expr(self.parse_group() if self.at("{") else self.parse_atom())
         power = None
         if self.at("^"):  # \sin^2 x
             self.next()
-            power = _expr(self.parse_group() if self.at("{") else self.parse_atom())
+            power = as_expr(self.parse_group() if self.at("{") else self.parse_atom())
         if name == "sqrt" and self.at("["):
             self.next()
-            index = _expr(self.parse_sum())
+            index = as_expr(self.parse_sum())
             self.expect("]")
-            arg = _expr(self._arg())
+            arg = as_expr(self._arg())
             return sympy.root(arg, index)
         if self.at("("):
             args = self._call_args()
         elif self.at("{"):
-            args = [_expr(self.parse_group())]
+            args = [as_expr(self.parse_group())]
         else:
-            args = [_expr(self.parse_power())]
+            args = [as_expr(self.parse_power())]
         fn = _FUNCS[name]
         if name in ("gcd", "lcm", "max", "min"):
             if len(args) < 2:
@@ -497,11 +497,11 @@ class _Parser:
         if var[0] != "name" or len(var[1]) != 1:
             raise ParseError("bad summation variable")
         self.expect("=")
-        lo = _expr(self.parse_sum())
+        lo = as_expr(self.parse_sum())
         self.expect(closer)
         self.expect("^")
-        hi = _expr(self.parse_group() if self.at("{") else self.parse_atom())
-        body = _expr(self.parse_term())
+        hi = as_expr(self.parse_group() if self.at("{") else self.parse_atom())
+        body = as_expr(self.parse_term())
         if lo.is_Integer and hi.is_Integer and hi - lo > self.cfg.max_factorial:
             raise ParseError("sum too long", refused=True)
         return sympy.Sum(body, (_symbol(var[1]), lo, hi)).doit()
@@ -525,7 +525,7 @@ class _Parser:
         if name == "sum":
             return self._sum()
         if name in ("lfloor", "lceil"):
-            inner = _expr(self.parse_sum())
+            inner = as_expr(self.parse_sum())
             self.expect(r"\rfloor" if name == "lfloor" else r"\rceil")
             return sympy.floor(inner) if name == "lfloor" else sympy.ceiling(inner)
         if name == "{":
@@ -541,7 +541,7 @@ class _Parser:
         if name == "mid" or name == "|":
             inner = self.parse_sum()
             self.expect(val)
-            return sympy.Abs(_expr(inner))
+            return sympy.Abs(as_expr(inner))
         raise ParseError(f"unsupported command {val!r}")
 
     def _matrix(self) -> Any:
@@ -552,7 +552,7 @@ class _Parser:
             raise ParseError(f"unsupported environment {env!r}")
         rows: list[list[Any]] = [[]]
         while True:
-            rows[-1].append(_expr(self.parse_sum()))
+            rows[-1].append(as_expr(self.parse_sum()))
             if self.at("&"):
                 self.next()
             elif self.at("\\\\"):
@@ -589,7 +589,7 @@ def _symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name)
 
 
-def _expr(v: Any) -> Any:
+def as_expr(v: Any) -> Any:
     if isinstance(v, (Rel, Seq, SetOf, Items)):
         raise ParseError("a list or relation where a number was expected")
     if isinstance(v, sympy.MatrixBase):
@@ -600,7 +600,7 @@ def _expr(v: Any) -> Any:
 
 
 def _div(a: Any, b: Any) -> Any:
-    a, b = _expr(a), _expr(b)
+    a, b = as_expr(a), as_expr(b)
     if b == 0:
         raise ParseError("division by zero")
     return a / b

@@ -1,0 +1,170 @@
+"""One check, in this process: extract, parse, compare. The worker process runs these; call
+`verifiers.check` instead, which adds the wall-clock and memory limits.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import sympy
+
+from verifiers.equivalence import Node, Outcome, canon, compare
+from verifiers.extract import extract_answer, reference_alternatives, strip_phrases
+from verifiers.parse import parse
+from verifiers.types import MODES, ParseError, Verdict, VerifierConfig
+
+_UNITS = re.compile(r"^\s*(-?\d[\d,]*(?:\.\d+)?)\s+[A-Za-z][A-Za-z\s\-]*$")
+_YES_NO = re.compile(r"^(yes|no)\b")
+
+
+def normalize_text(s: str) -> str:
+    """Lower-case words only: `\\text{}` unwrapped, `$`, punctuation and articles dropped."""
+    s = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", s)
+    s = s.lower().replace("\\", " ")
+    s = re.sub(r"[$.,;:!?\"'`(){}\[\]]", " ", s)
+    words = [w for w in s.split() if w not in ("a", "an", "the")]
+    return " ".join(words)
+
+
+def text_equal(cand: str, ref: str) -> Outcome:
+    """Normalized match; a bare Yes/No reference also matches an answer that *starts* with that word."""
+    c, r = normalize_text(cand), normalize_text(ref)
+    if not r:
+        return Outcome(False, "empty reference")
+    if c == r:
+        return Outcome(True, "normalized text match")
+    if r in ("yes", "no"):
+        m = _YES_NO.match(c)
+        if m and m.group(1) == r:
+            return Outcome(True, f"answer starts with {r!r}")
+    return Outcome(False, f"text {c[:40]!r} differs from {r[:40]!r}")
+
+
+def _parse_answer(s: str, cfg: VerifierConfig) -> Any:
+    try:
+        return parse(s, cfg)
+    except ParseError as err:
+        m = _UNITS.match(s)
+        if m and not err.refused:  # "144 ways" -> 144
+            return parse(m.group(1), cfg)
+        raise
+
+
+def _single_expr(n: Node) -> Any:
+    if n.kind == "assign" and len(n.value) == 1:
+        return _single_expr(n.value[0][1])
+    if n.kind == "set" and len(n.value) == 1:
+        return _single_expr(n.value[0])
+    return n.value if n.kind == "expr" else None
+
+
+def _mode_gate(value: Any, mode: str, side: str, raw: str) -> str | None:
+    """Why `value` is not of the kind `mode` asks for (None when it is)."""
+    if mode not in ("integer", "aime", "number", "expression"):
+        return None
+    e = _single_expr(canon(value))
+    if e is None:
+        return f"{side} is not a single {'expression' if mode == 'expression' else 'number'}"
+    if mode == "expression":
+        return None
+    if e.free_symbols:
+        return f"{side} {e} is not a number"
+    if mode in ("integer", "aime") and not e.is_Integer:
+        return f"{side} {e} is not an integer"
+    if mode == "aime" and not (0 <= e <= 999 and re.fullmatch(r"\s*\d{1,3}\s*", raw)):
+        return f"{side} {raw.strip()!r} is not an AIME answer (000-999)"
+    return None
+
+
+def check_local(candidate: str, reference: str, mode: str = "auto", config: VerifierConfig | None = None) -> Verdict:
+    """`verifiers.check` without the process boundary (no timeout or memory limit). Never raises."""
+    cfg = config or VerifierConfig()
+    t0 = time.perf_counter()
+    try:
+        v = _check(candidate, reference, mode, cfg)
+    except (Exception, RecursionError, MemoryError) as err:  # a check never raises into the flow
+        v = Verdict("unparseable", f"internal error: {type(err).__name__}: {str(err)[:120]}", mode)
+    return Verdict(v.status, v.reason, mode, v.candidate, v.reference, v.candidate_parsed, v.reference_parsed,
+                   time.perf_counter() - t0)
+
+
+def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Verdict:
+    if mode not in MODES:
+        return Verdict("unparseable", f"unknown mode {mode!r}; one of {', '.join(MODES)}", mode)
+    for name, s in (("candidate", candidate), ("reference", reference)):
+        if not isinstance(s, str):
+            return Verdict("unparseable", f"{name} must be a string, got {type(s).__name__}", mode)
+        if len(s) > cfg.max_input_chars:
+            return Verdict("unparseable", f"refused: {name} of {len(s)} chars exceeds {cfg.max_input_chars}", mode)
+    cand = extract_answer(candidate, last_number=cfg.last_number_fallback, max_chars=cfg.max_answer_chars)
+    if cand is None:
+        return Verdict("unparseable", "no answer found in candidate text", mode)
+    cand = strip_phrases(cand)
+    refs = reference_alternatives(reference)
+    if mode == "text":
+        for r in refs:
+            o = text_equal(cand, r)
+            if o.equal:
+                return Verdict("equivalent", o.reason, mode, cand, r)
+        return Verdict("not_equivalent", o.reason, mode, cand, refs[0])
+    try:
+        pc: Any = _parse_answer(cand, cfg)
+        cerr = None
+    except ParseError as err:
+        pc, cerr = None, err
+    results: list[Verdict] = []
+    for r in refs:
+        try:
+            pr: Any = _parse_answer(r, cfg)
+            rerr = None
+        except ParseError as err:
+            pr, rerr = None, err
+        shown = (str(pc)[:200] if pc is not None else None, str(pr)[:200] if pr is not None else None)
+        if pc is not None and pr is not None:
+            why = _mode_gate(pr, mode, "reference", r) or _mode_gate(pc, mode, "candidate", cand)
+            if why:
+                results.append(Verdict("unparseable" if why.startswith("reference") else "not_equivalent",
+                                       why, mode, cand, r, *shown))
+                continue
+            o = compare(pc, pr, cfg, mode)
+            if o.equal:
+                return Verdict("equivalent", o.reason, mode, cand, r, *shown)
+            status = "not_equivalent"
+            results.append(Verdict(status, o.reason if o.equal is False else f"not shown equal ({o.reason})",
+                                   mode, cand, r, *shown))
+            continue
+        t = text_equal(cand, r)
+        if t.equal and mode == "auto":
+            return Verdict("equivalent", t.reason, mode, cand, r, *shown)
+        if pr is None and mode == "auto":
+            # the reference is prose: text decides
+            refused = rerr is not None and rerr.refused
+            results.append(Verdict("unparseable" if refused else "not_equivalent",
+                                   f"reference is text ({rerr}); {t.reason}", mode, cand, r, *shown))
+        elif pr is None:
+            results.append(Verdict("unparseable", f"reference unparseable: {rerr}", mode, cand, r, *shown))
+        else:
+            refused = "refused: " if cerr is not None and cerr.refused else ""
+            results.append(Verdict("unparseable", f"{refused}candidate unparseable: {cerr}", mode, cand, r,
+                                   *shown))
+    results.sort(key=lambda v: v.status != "not_equivalent")
+    return results[0]
+
+
+def substitution_local(problem: str, candidate: str, config: VerifierConfig | None = None) -> Verdict:
+    """`verifiers.check_by_substitution` in this process. Never raises."""
+    from verifiers.substitution import check_substitution
+
+    cfg = config or VerifierConfig()
+    t0 = time.perf_counter()
+    try:
+        v = check_substitution(problem, candidate, cfg)
+    except (Exception, RecursionError, MemoryError) as err:
+        v = Verdict("unparseable", f"internal error: {type(err).__name__}: {str(err)[:120]}", "substitution")
+    return Verdict(v.status, v.reason, v.mode, v.candidate, v.reference, v.candidate_parsed, v.reference_parsed,
+                   time.perf_counter() - t0)
+
+
+__all__ = ["check_local", "substitution_local", "normalize_text", "text_equal", "sympy"]
