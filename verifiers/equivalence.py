@@ -307,6 +307,29 @@ def _close(va: Any, vb: Any, rel: Any) -> bool:
     return bool(d <= rel * scale)
 
 
+def _same_value(a: Any, b: Any, rel: Any | None) -> bool | None:
+    """Do two closed-form numbers agree? Exact when both are rational; otherwise the *difference*
+    is evaluated (evalf raises its working precision through cancellation), so (x+1)^9999 - x and
+    (x+1)^9999 - x + 1 differ by 1 at every point even though each side is ~10^9000.
+    `rel` None means exact (up to 1e-40 relative for irrationals). None: not evaluable."""
+    d = a - b
+    if d == 0:
+        return True
+    if d.is_Rational and rel is None:
+        return False
+    va, vb = _num(a), _num(b)
+    if va is None or vb is None:
+        return None
+    try:
+        dv = sympy.Abs(sympy.N(d, 30)).evalf(_DIGITS)
+    except (TypeError, ValueError, ArithmeticError, RecursionError):
+        return None
+    if not dv.is_number or dv.has(sympy.nan, sympy.zoo, sympy.oo):
+        return None
+    scale = sympy.Max(sympy.Abs(va), sympy.Abs(vb)).evalf(_DIGITS)
+    return bool(dv <= (rel if rel is not None else _AGREE) * scale)
+
+
 def expr_equal(a: Any, b: Any, cfg: VerifierConfig) -> Outcome:
     """Two sympy expressions: exact for numbers (tolerance only when configured), probes for symbols."""
     if a == b:
@@ -321,15 +344,16 @@ def _number_equal(a: Any, b: Any, cfg: VerifierConfig) -> Outcome:
         return Outcome(False, f"{a} against {b}")
     if a.is_Rational and b.is_Rational and cfg.tolerance is None:
         return Outcome(False, f"exact values differ: {_short(a)} vs {_short(b)}")
-    va, vb = _num(a), _num(b)
-    if va is None or vb is None:
+    rel = sympy.Float(cfg.tolerance, _DIGITS) if cfg.tolerance is not None else None
+    same = _same_value(a, b, rel)
+    if same is None:
         return Outcome(None, "could not evaluate numerically")
+    shown = f"{_short(_num(a))} vs {_short(_num(b))}"
     if cfg.tolerance is not None:
-        ok = _close(va, vb, sympy.Float(cfg.tolerance, _DIGITS))
-        return Outcome(ok, f"within relative tolerance {cfg.tolerance}" if ok else
-                       f"differ beyond relative tolerance {cfg.tolerance}: {_short(va)} vs {_short(vb)}")
-    if not _close(va, vb, _AGREE):
-        return Outcome(False, f"differ numerically: {_short(va)} vs {_short(vb)}")
+        return Outcome(same, f"within relative tolerance {cfg.tolerance}" if same else
+                       f"differ beyond relative tolerance {cfg.tolerance}: {shown}")
+    if not same:
+        return Outcome(False, f"differ numerically: {shown}")
     if a.is_Rational != b.is_Rational:
         # a terminating decimal that matches an irrational to 40 digits is still not that number
         return Outcome(False, "a rational against an irrational value")
@@ -370,14 +394,15 @@ def _probe_equal(a: Any, b: Any, cfg: VerifierConfig) -> Outcome:
         return Outcome(None, "more than 8 variables")
     rng = random.Random(_seed(a, b))
     agree = 0
-    tol = sympy.Float(cfg.tolerance, _DIGITS) if cfg.tolerance is not None else sympy.Float("1e-30", _DIGITS)
+    rel = sympy.Float(cfg.tolerance, _DIGITS) if cfg.tolerance is not None else sympy.Float("1e-30", _DIGITS)
     for pt in _probe_points(syms, rng, cfg.probes):
-        va, vb = _num(a.xreplace(pt)), _num(b.xreplace(pt))
-        if va is None or vb is None:
+        pa, pb = a.xreplace(pt), b.xreplace(pt)
+        same = _same_value(pa, pb, None if cfg.tolerance is None and pa.is_Rational and pb.is_Rational else rel)
+        if same is None:
             continue
-        if not _close(va, vb, tol):
+        if not same:
             where = ", ".join(f"{k}={v}" for k, v in pt.items())
-            return Outcome(False, f"differ at {where}: {_short(va)} vs {_short(vb)}")
+            return Outcome(False, f"differ at {where}: {_short(_num(pa))} vs {_short(_num(pb))}")
         agree += 1
     if agree >= 3:
         return Outcome(True, f"agree at {agree} random points")
