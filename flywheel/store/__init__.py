@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flywheel.store.base import ArtifactStore, check_sha, sha256_hex
 from flywheel.store.fsspec_store import FsspecStore
-from flywheel.store.local import LocalStore
+from flywheel.store.local import LocalStore, atomic_write_bytes
 
 #: Sub-directory of the library root that holds artifact files.
 ARTIFACTS_DIR = "artifacts"
@@ -35,4 +35,4 @@ def open_store(location: str | os.PathLike[str]) -> ArtifactStore:
     return LocalStore(Path(text) / ARTIFACTS_DIR)
 
 
-__all__ = ["ARTIFACTS_DIR", "ArtifactStore", "FsspecStore", "LocalStore", "check_sha", "open_store", "sha256_hex"]
+__all__ = ["ARTIFACTS_DIR", "ArtifactStore", "FsspecStore", "LocalStore", "atomic_write_bytes", "check_sha", "open_store", "sha256_hex"]

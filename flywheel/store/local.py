@@ -22,6 +22,22 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` all-or-nothing: temp file in the same dir, fsync, rename, fsync dir."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:24]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
 class LocalStore(ArtifactStore):
     """Artifacts as files on a local filesystem, sharded by the first two hex digits.
 
@@ -47,19 +63,8 @@ class LocalStore(ArtifactStore):
         final = self.path_for(sha)
         if final.exists() and final.stat().st_size == len(data):
             return sha  # same name, same length: content-addressed, so the same bytes
-        final.parent.mkdir(parents=True, exist_ok=True)
         # Temp file in the same directory, so os.replace is an atomic rename on one filesystem.
-        fd, tmp = tempfile.mkstemp(prefix=f".{sha[:12]}.", suffix=".tmp", dir=final.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_dir(final.parent)
+        atomic_write_bytes(final, data)
         return sha
 
     def get(self, sha: str) -> bytes | None:

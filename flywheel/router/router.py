@@ -1,0 +1,230 @@
+"""The router: per problem, `exact` (a recurrence), `near` (a related verified solution), or `none`."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from flywheel.catalog import Catalog
+from flywheel.router.index import IndexEntry, IndexKind, VectorIndex
+
+RouteKind = Literal["exact", "near", "none"]
+Embedder = Callable[[Sequence[str]], np.ndarray]
+INDEX_DIR = "index"  # under the library root
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """Routing thresholds and index choice; frozen, so it can key caches and be recorded."""
+
+    # MiniLM cosine: same-template problems with fresh numbers score ~0.55-0.8 here, unrelated
+    # problems < 0.2; 0.5 grafts a related worked example without grafting unrelated ones.
+    near_threshold: float = 0.5
+    index_kind: IndexKind = "flat"  # exact search; "hnsw" only pays off past ~1M entries (bench/retrieval.py)
+    hnsw_m: int = 32
+    search_k: int = 8  # neighbours examined, so a candidate the catalog no longer vouches for is skipped
+    include_unverified: bool = False  # route to --unverified deposits only when asked
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """What the router chose: `artifact_sha` is None exactly when `kind == "none"`.
+
+    `score` is 1.0 for exact, the cosine for near, and the best cosine seen (or 0.0) for none;
+    `problem_id` is the library problem whose artifact was picked.
+    """
+
+    kind: RouteKind
+    artifact_sha: str | None
+    score: float
+    problem_id: str | None
+
+
+def _default_embedder(texts: Sequence[str]) -> np.ndarray:
+    from flywheel.embed import embed
+
+    return embed(texts)
+
+
+class Router:
+    """Routes problems to verified artifacts of the running engine's fingerprint.
+
+    Args:
+        library: the library root; indexes live under `<library>/index/<fingerprint>/`.
+        catalog: the open catalog (source of truth; the index is rebuilt from it when stale).
+        config: thresholds and index kind.
+        embedder: texts -> unit float32 (N, 384); the packaged MiniLM by default.
+
+    Example:
+        >>> router = Router(library, catalog)
+        >>> d = router.route("What is 17 * 3?", engine.fingerprint_digest)
+        >>> d.kind, d.artifact_sha, round(d.score, 2)
+        ('near', '3f9a...', 0.71)
+    """
+
+    def __init__(self, library: Path, catalog: Catalog, config: RouterConfig | None = None,
+                 embedder: Embedder | None = None, embed_model: str | None = None) -> None:
+        from flywheel.embed import EMBED_DIM, EMBED_MODEL_ID
+
+        self.root = Path(library) / INDEX_DIR
+        self.catalog = catalog
+        self.config = config or RouterConfig()
+        self.embedder = embedder or _default_embedder
+        self.embed_model = embed_model or EMBED_MODEL_ID
+        self.dim = EMBED_DIM
+        self._indexes: dict[str, tuple[VectorIndex, tuple[int, int] | None]] = {}
+
+    # --- routing ---------------------------------------------------------------------------------
+
+    def route(self, problem_text: str, fingerprint: str) -> RouteDecision:
+        """Decide how to seed `problem_text` for an engine whose fingerprint digest is `fingerprint`."""
+        hit = self.catalog.exact_match(problem_text, fingerprint, self.config.include_unverified)
+        if hit is not None:
+            return RouteDecision("exact", hit.artifact_sha256, 1.0, hit.problem_id)
+        index = self._index(fingerprint)
+        if not len(index):
+            return RouteDecision("none", None, 0.0, None)
+        query = self.embedder([problem_text])[0]
+        results = index.search(query, self.config.search_k)
+        best = results[0][0] if results else 0.0
+        for score, entry in results:
+            if score < self.config.near_threshold:
+                break
+            if self._still_routable(entry.artifact_sha256, fingerprint):
+                return RouteDecision("near", entry.artifact_sha256, score, entry.problem_id)
+        return RouteDecision("none", None, max(best, 0.0), None)
+
+    def _still_routable(self, sha: str, fingerprint: str) -> bool:
+        """Re-check a candidate against the catalog: present, same fingerprint, verified (unless asked)."""
+        try:
+            art = self.catalog.get_artifact(sha)
+        except Exception:  # removed since indexing: not a candidate
+            return False
+        if art.fingerprint_digest != fingerprint:
+            return False
+        if self.config.include_unverified:
+            return True
+        sol = self.catalog.get_solution(art.solution_id)
+        return sol is not None and not sol.unverified
+
+    # --- maintenance -----------------------------------------------------------------------------
+
+    def add(self, artifact_sha: str, problem_id: str, problem_text: str, fingerprint: str) -> bool:
+        """Index a just-deposited artifact (idempotent). Returns True if it was new to the index."""
+        with self._locked(fingerprint):
+            index = self._index(fingerprint)
+            if artifact_sha in index.shas():
+                return False
+            index.add(self.embedder([problem_text]), [IndexEntry(artifact_sha, problem_id)])
+            self._save(fingerprint, index)
+        return True
+
+    def sync(self, fingerprint: str) -> int:
+        """Index every routable catalog artifact the index lacks; returns how many were added."""
+        with self._locked(fingerprint):
+            index = self._index(fingerprint)
+            known = index.shas()
+            missing = [e for e in self.catalog.router_entries(fingerprint, self.config.include_unverified)
+                       if e.artifact_sha256 not in known]
+            if missing:
+                index.add(self.embedder([e.problem_text for e in missing]),
+                          [IndexEntry(e.artifact_sha256, e.problem_id) for e in missing])
+                self._save(fingerprint, index)
+        return len(missing)
+
+    def rebuild(self, catalog: Catalog | None = None, fingerprint: str = "") -> int:
+        """Rebuild the index for `fingerprint` from the catalog; returns the number of entries."""
+        if catalog is not None:
+            self.catalog = catalog
+        if not fingerprint:
+            raise ValueError("rebuild needs the fingerprint digest of the engine it routes for")
+        with self._locked(fingerprint):
+            entries = self.catalog.router_entries(fingerprint, self.config.include_unverified)
+            index = self._empty()
+            index.add(self.embedder([e.problem_text for e in entries]) if entries else np.zeros((0, self.dim)),
+                      [IndexEntry(e.artifact_sha256, e.problem_id) for e in entries])
+            self._save(fingerprint, index)
+        return len(entries)
+
+    def size(self, fingerprint: str) -> int:
+        return len(self._index(fingerprint))
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _dir(self, fingerprint: str) -> Path:
+        if len(fingerprint) != 64 or any(c not in "0123456789abcdef" for c in fingerprint):
+            raise ValueError(f"fingerprint digest must be 64 lowercase hex digits, got {fingerprint!r}")
+        return self.root / fingerprint
+
+    def _stamp(self, fingerprint: str) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self._dir(fingerprint) / "meta.json")
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_ino)
+
+    def _empty(self) -> VectorIndex:
+        return VectorIndex.empty(self.dim, self.config.index_kind, self.embed_model,
+                                 self.config.include_unverified, self.config.hnsw_m)
+
+    def _compatible(self, index: VectorIndex) -> bool:
+        return (index.dim == self.dim and index.kind == self.config.index_kind
+                and index.embed_model == self.embed_model
+                and index.include_unverified == self.config.include_unverified)
+
+    def _index(self, fingerprint: str) -> VectorIndex:
+        """The in-memory index, reloaded when another process saved a newer one; built if absent."""
+        stamp = self._stamp(fingerprint)
+        cached = self._indexes.get(fingerprint)
+        if cached is not None and cached[1] == stamp:
+            return cached[0]
+        loaded = VectorIndex.load(self._dir(fingerprint)) if stamp is not None else None
+        if loaded is not None and self._compatible(loaded):
+            self._indexes[fingerprint] = (loaded, stamp)
+            return loaded
+        with self._locked(fingerprint):  # build once, even when several processes find it missing
+            stamp = self._stamp(fingerprint)
+            loaded = VectorIndex.load(self._dir(fingerprint)) if stamp is not None else None
+            if loaded is not None and self._compatible(loaded):
+                self._indexes[fingerprint] = (loaded, stamp)
+                return loaded
+            # Absent, corrupt or built differently: the catalog is the source of truth.
+            loaded = self._empty()
+            entries = self.catalog.router_entries(fingerprint, self.config.include_unverified)
+            if entries:
+                loaded.add(self.embedder([e.problem_text for e in entries]),
+                           [IndexEntry(e.artifact_sha256, e.problem_id) for e in entries])
+            self._save(fingerprint, loaded)
+        return loaded
+
+    def _save(self, fingerprint: str, index: VectorIndex) -> None:
+        directory = self._dir(fingerprint)
+        directory.mkdir(parents=True, exist_ok=True)
+        index.save(directory)
+        self._indexes[fingerprint] = (index, self._stamp(fingerprint))
+
+    @contextmanager
+    def _locked(self, fingerprint: str) -> Iterator[None]:
+        """An exclusive lock on this fingerprint's index directory, across processes (re-entrant here)."""
+        held = getattr(self, "_held", set())
+        self._held = held
+        if fingerprint in held:
+            yield
+            return
+        directory = self._dir(fingerprint)
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / ".lock", "a+b") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            held.add(fingerprint)
+            try:
+                yield
+            finally:
+                held.discard(fingerprint)
+                fcntl.flock(fh, fcntl.LOCK_UN)
