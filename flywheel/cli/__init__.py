@@ -63,6 +63,9 @@ def _attach() -> None:
 
     main.add_command(verify_graft)
     main.add_command(prepare_model)
+    from flywheel.cli.check import check
+
+    main.add_command(check)
 
 
 _attach()
