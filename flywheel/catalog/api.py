@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -45,7 +46,7 @@ def insert_ignore(session: Session, model: type[Base], values: dict[str, Any]) -
     if dialect in ("sqlite", "postgresql"):
         mod: Any = sqlite if dialect == "sqlite" else postgresql
         # RETURNING tells us whether the row went in: rowcount is -1 under implicit RETURNING (psycopg).
-        pk = list(model.__table__.primary_key.columns)[0]
+        pk = sa_inspect(model).primary_key[0]
         stmt = mod.insert(model).values(**values).on_conflict_do_nothing().returning(pk)
         return session.connection().execute(stmt).first() is not None
     try:  # other backends: a savepoint we can roll back when a racing writer won

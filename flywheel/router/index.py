@@ -26,6 +26,7 @@ IndexKind = Literal["flat", "hnsw"]
 
 def new_faiss_index(dim: int, kind: IndexKind, hnsw_m: int = 32) -> Any:
     """An empty id-mapped inner-product index: exact `flat`, or approximate `hnsw`."""
+    base: Any
     if kind == "flat":
         base = faiss.IndexFlatIP(dim)
     elif kind == "hnsw":

@@ -80,6 +80,7 @@ class Router:
         self.embed_model = embed_model or EMBED_MODEL_ID
         self.dim = EMBED_DIM
         self._indexes: dict[str, tuple[VectorIndex, tuple[int, int] | None]] = {}
+        self._held: set[str] = set()  # fingerprints whose directory lock this instance holds
 
     # --- routing ---------------------------------------------------------------------------------
 
@@ -213,8 +214,7 @@ class Router:
     @contextmanager
     def _locked(self, fingerprint: str) -> Iterator[None]:
         """An exclusive lock on this fingerprint's index directory, across processes (re-entrant here)."""
-        held = getattr(self, "_held", set())
-        self._held = held
+        held = self._held
         if fingerprint in held:
             yield
             return

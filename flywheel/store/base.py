@@ -9,13 +9,16 @@ from __future__ import annotations
 import hashlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
 from flywheel.errors import ArtifactIntegrityError, InputError
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+
+#: How a store names bytes: a 64-hex-digit SHA-256 computed from them alone.
+Namer = Callable[[bytes], str]
 
 
 def sha256_hex(data: bytes) -> str:
@@ -33,9 +36,17 @@ def check_sha(sha: str) -> str:
     return sha
 
 
-def verified(sha: str, data: bytes, where: str) -> bytes:
+def verified(sha: str, data: bytes, where: str, name_of: Namer = sha256_hex) -> bytes:
     """Return `data` if it hashes to `sha`; otherwise raise `ArtifactIntegrityError`."""
-    actual = sha256_hex(data)
+    try:
+        actual = name_of(data)
+    except ArtifactIntegrityError:
+        raise
+    except Exception as err:  # a format-aware namer refusing truncated or malformed bytes
+        raise ArtifactIntegrityError(
+            f"artifact {sha[:12]} at {where} is corrupt: {err} ({len(data)} bytes)",
+            hint="remove it (`flywheel library verify` lists every bad one) and deposit it again",
+        ) from err
     if actual != sha:
         raise ArtifactIntegrityError(
             f"artifact {sha[:12]} at {where} is corrupt: its bytes hash to {actual[:12]} "
@@ -48,11 +59,17 @@ def verified(sha: str, data: bytes, where: str) -> bytes:
 class ArtifactStore(ABC):
     """Content-addressed artifact bytes. A miss is `None`; corrupt bytes raise, never return.
 
+    The name of some bytes is `name_of(bytes)`: by default their plain SHA-256; a backend may be
+    given a format-aware namer (e.g. the KV format's content digest, which a file can carry
+    inside itself) as long as it is a pure function of the bytes.
+
     Example:
         >>> sha = store.put(b"...")          # durable when put returns
         >>> store.get(sha) == b"..."
         True
     """
+
+    name_of: Namer = staticmethod(sha256_hex)
 
     @abstractmethod
     def put(self, data: bytes) -> str:

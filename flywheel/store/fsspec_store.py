@@ -10,7 +10,7 @@ from typing import Any
 import fsspec
 
 from flywheel.errors import LibraryError
-from flywheel.store.base import ArtifactStore, check_sha, sha256_hex, verified
+from flywheel.store.base import ArtifactStore, Namer, check_sha, sha256_hex, verified
 
 
 class FsspecStore(ArtifactStore):
@@ -21,6 +21,7 @@ class FsspecStore(ArtifactStore):
 
     Args:
         url: the artifacts prefix, e.g. `s3://bucket/flywheel/artifacts` or `memory://lib/artifacts`.
+        name_of: bytes -> 64-hex name; SHA-256 of the bytes by default.
         storage_options: passed to `fsspec.url_to_fs` (credentials, endpoints).
 
     Example:
@@ -29,7 +30,8 @@ class FsspecStore(ArtifactStore):
         True
     """
 
-    def __init__(self, url: str, **storage_options: Any) -> None:
+    def __init__(self, url: str, name_of: Namer = sha256_hex, **storage_options: Any) -> None:
+        self.name_of = name_of  # type: ignore[method-assign]
         try:
             self.fs, root = fsspec.core.url_to_fs(url, **storage_options)
         except (ImportError, ValueError) as err:
@@ -47,7 +49,7 @@ class FsspecStore(ArtifactStore):
         return f"{self.root}/{sha[:2]}/{sha}"
 
     def put(self, data: bytes) -> str:
-        sha = sha256_hex(data)
+        sha = check_sha(self.name_of(data))
         key = self.path_for(sha)
         if self.fs.exists(key) and self.fs.size(key) == len(data):
             return sha
@@ -75,7 +77,7 @@ class FsspecStore(ArtifactStore):
             data = self.fs.cat_file(key)
         except FileNotFoundError:
             return None
-        return verified(sha, bytes(data), f"{self.fs.protocol}:{key}")
+        return verified(sha, bytes(data), f"{self.fs.protocol}:{key}", self.name_of)
 
     def contains(self, sha: str) -> bool:
         return bool(self.fs.exists(self.path_for(sha)))

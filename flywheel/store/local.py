@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from flywheel.store.base import ArtifactStore, check_sha, sha256_hex, verified
+from flywheel.store.base import ArtifactStore, Namer, check_sha, sha256_hex, verified
 
 
 def _fsync_dir(path: Path) -> None:
@@ -43,6 +43,7 @@ class LocalStore(ArtifactStore):
 
     Args:
         root: the artifacts directory, normally `<library>/artifacts` (created if absent).
+        name_of: bytes -> 64-hex name; SHA-256 of the bytes by default.
 
     Example:
         >>> store = LocalStore(library / "artifacts")
@@ -50,7 +51,8 @@ class LocalStore(ArtifactStore):
         PosixPath('library/artifacts/3f/3f9a...')
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], name_of: Namer = sha256_hex) -> None:
+        self.name_of = name_of  # type: ignore[method-assign]
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
@@ -59,7 +61,7 @@ class LocalStore(ArtifactStore):
         return self.root / sha[:2] / sha
 
     def put(self, data: bytes) -> str:
-        sha = sha256_hex(data)
+        sha = check_sha(self.name_of(data))
         final = self.path_for(sha)
         if final.exists() and final.stat().st_size == len(data):
             return sha  # same name, same length: content-addressed, so the same bytes
@@ -73,7 +75,7 @@ class LocalStore(ArtifactStore):
             data = path.read_bytes()
         except FileNotFoundError:
             return None
-        return verified(sha, data, str(path))
+        return verified(sha, data, str(path), self.name_of)
 
     def contains(self, sha: str) -> bool:
         return self.path_for(sha).is_file()

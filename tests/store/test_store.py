@@ -120,3 +120,25 @@ def test_open_store_picks_backend_by_location(tmp_path: Path) -> None:
     assert isinstance(remote, FsspecStore)
     sha = remote.put(BLOB)
     assert FsspecStore("memory://open-store-test/artifacts").get(sha) == BLOB
+
+
+def _tagged_name(data: bytes) -> str:
+    """A format-aware namer: bytes carry their own name after a b'|' (like a self-naming artifact)."""
+    head, sep, body = data.partition(b"|")
+    if not sep or hashlib.sha256(body).hexdigest() != head.decode():
+        raise ValueError("name does not match body")
+    return head.decode()
+
+
+@pytest.mark.parametrize("kind", ["local", "fsspec"])
+def test_a_format_aware_namer_names_and_verifies(tmp_path: Path, kind: str) -> None:
+    store: ArtifactStore = (LocalStore(tmp_path / "a", name_of=_tagged_name) if kind == "local"
+                            else FsspecStore(f"file://{tmp_path}/b", name_of=_tagged_name))
+    body = b"kv state"
+    blob = hashlib.sha256(body).hexdigest().encode() + b"|" + body
+    sha = store.put(blob)
+    assert sha == hashlib.sha256(body).hexdigest() != hashlib.sha256(blob).hexdigest()
+    assert store.get(sha) == blob
+    _corrupt(store, sha, blob[:-1] + b"X")
+    with pytest.raises(ArtifactIntegrityError, match="corrupt"):
+        store.get(sha)
