@@ -150,7 +150,7 @@ def _as_set(n: Node) -> Node:
 
 
 def _as_interval(n: Node) -> Node | None:
-    if n.kind == "interval":
+    if n.kind in ("interval", "ival"):
         return n
     if n.kind == "seq" and len(n.value.items) == 2:
         s: Seq = n.value
@@ -189,7 +189,7 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
         return _all_equal([(cv[k], rv[k]) for k in sorted(cv)], cfg, f"assignment of {sorted(cv)}")
     if c.kind == "seq" and r.kind == "seq":
         return _seq_equal(c.value, r.value, cfg)
-    if "interval" in (c.kind, r.kind):
+    if "interval" in (c.kind, r.kind) or "ival" in (c.kind, r.kind):
         return _interval_equal(c, r, cfg)
     if c.kind == "rel" and r.kind == "rel":
         return rel_equal(c.value, r.value, cfg)

@@ -25,7 +25,7 @@ _QUALIFIER = re.compile(r"\s+(?:for (?:all|every|each|any) |when |where |if ).*$
 _LAST_NUMBER = re.compile(_NUMBER)
 
 # Reference conventions (CHAMP and most answer keys): clarifications that are not the answer.
-_ALTERNATIVE = re.compile(r",?\s+or equivalently\s+", re.I)
+_ALTERNATIVE = re.compile(r",?\s+or (?:equivalently|an equivalent form such as)\s+", re.I)
 _APPROX = re.compile(r",?\s+or approximately\s+.*$", re.I | re.S)
 _PAREN_NOTE = re.compile(r"\s*\((?:i\.e\.|e\.g\.|no |none|that is)[^()]*\)\s*$", re.I)
 _PHRASES = [

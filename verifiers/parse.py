@@ -63,7 +63,7 @@ _UNICODE = {
 }
 _DROP = re.compile(
     r"\\(?:left|right|big|Big|bigg|Bigg|bigl|bigr|Bigl|Bigr|displaystyle|textstyle|limits)(?![A-Za-z])"
-    r"|\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\$|\\\[|\\\]|\\\(|\\\)|\{,\}|\^\{?\\circ\}?|°"
+    r"|(?<!\\)\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\$|\\\[|\\\]|\\\(|\\\)|\{,\}|\^\{?\\circ\}?|°"
 )
 _TOKEN = re.compile(
     r"(?P<ws>\s+)"
@@ -244,7 +244,7 @@ class _Parser:
     def _starts_implicit(self) -> bool:
         kind, val = self.peek()
         if kind == "num":
-            return False  # "2 3" is not 6
+            return self.peek(-1)[1] == ")"  # (n+1)2^n is a product; "2 3" is not 6
         if kind == "name":
             return val not in _SEPARATORS
         if kind == "cmd":
