@@ -262,6 +262,21 @@ def parse_artifact(data: Buffer, expected_sha256: str | None = None) -> Artifact
     return Artifact(header, tensors, data if isinstance(data, bytes) else b"")
 
 
+def artifact_name(data: Buffer) -> str:
+    """The content SHA-256 of artifact bytes, checked against the one they record (a store `Namer`)."""
+    table, body = _split(data)
+    meta = table.get("__metadata__") or {}
+    try:
+        header_json = json.loads(meta[_META_KEY])
+        recorded = str(header_json["content_sha256"])
+    except (KeyError, TypeError, json.JSONDecodeError) as err:
+        raise ArtifactMalformedError("bytes are not a kv-flywheel artifact (no readable 'flywheel' header)") from err
+    actual = _content_digest({**header_json, "content_sha256": ""}, table, body)
+    if actual != recorded:
+        raise ArtifactIntegrityError(f"artifact content hashes to {actual[:16]}… but records {recorded[:16]}…")
+    return actual
+
+
 def read_artifact(path: Path, expected_sha256: str | None = None) -> Artifact:
     """Read and fully check an artifact file (see `parse_artifact`)."""
     try:

@@ -1,0 +1,36 @@
+"""The one canonical graft template, and the prompts attempts are asked with.
+
+A deposit prefills `graft_prefix(...)`: a worked example ending at the slot where the next
+problem is asked. An attempt feeds `attempt_suffix(problem)` on top of the grafted state (or
+on top of nothing, for an ungrafted attempt: `plain_prompt`). Changing any string here changes
+every artifact's bytes: bump `TEMPLATE_VERSION` and rebuild the library.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+TEMPLATE_VERSION = "v1"
+
+AttemptMode = Literal["answer", "solve"]
+
+
+def graft_prefix(problem: str, solution: str, answer: str) -> str:
+    """Problem, worked solution and final answer, then the open slot for the next problem."""
+    return (f"Problem: {problem.strip()}\nSolution: {solution.strip()}\nFinal answer: {answer.strip()}\n\n"
+            "Problem:")
+
+
+def attempt_suffix(problem: str, mode: AttemptMode = "solve") -> str:
+    """What follows the graft's open slot: the new problem, then where the model answers.
+
+    `answer` asks for the final answer at once (a recurring problem: the answer is in context);
+    `solve` asks for a worked solution that ends in a final-answer line.
+    """
+    tail = "Final answer:" if mode == "answer" else "Solution:"
+    return f" {problem.strip()}\n{tail}"
+
+
+def plain_prompt(problem: str, mode: AttemptMode = "solve") -> str:
+    """The ungrafted prompt: the same wording, with no worked example before it."""
+    return "Problem:" + attempt_suffix(problem, mode)
