@@ -28,6 +28,10 @@ def normalize_text(s: str) -> str:
     return " ".join(words)
 
 
+def _same_text(s: object) -> str:
+    return " ".join(s.lower().split()).rstrip(".") if isinstance(s, str) else ""
+
+
 def text_equal(cand: str, ref: str) -> Outcome:
     """Normalized match; a bare Yes/No reference also matches an answer that *starts* with that word."""
     c, r = normalize_text(cand), normalize_text(ref)
@@ -98,6 +102,10 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
             return Verdict("unparseable", f"{name} must be a string, got {type(s).__name__}", mode)
         if len(s) > cfg.max_input_chars:
             return Verdict("unparseable", f"refused: {name} of {len(s)} chars exceeds {cfg.max_input_chars}", mode)
+    whole = _same_text(candidate)
+    if whole and whole == _same_text(reference) and mode in ("auto", "text"):
+        # identical up to case, spacing and a final period; brackets and signs still count
+        return Verdict("equivalent", "identical text", mode, candidate, reference)
     cand = extract_answer(candidate, last_number=cfg.last_number_fallback, max_chars=cfg.max_answer_chars)
     if cand is None:
         return Verdict("unparseable", "no answer found in candidate text", mode)

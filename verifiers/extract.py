@@ -23,6 +23,10 @@ _CLOSING_IS = re.compile(
     r"(?:exactly\s+|equal to\s+|given by\s+|approximately\s+)?", re.I)
 _QUALIFIER = re.compile(r"\s+(?:for (?:all|every|each|any) |when |where |if ).*$", re.I | re.S)
 _LAST_NUMBER = re.compile(_NUMBER)
+_LEAD = re.compile(r"^(?:thus|so|hence|therefore|in total|finally|then|overall)\b,?\s*"
+                   r"(?:(?:we|i) (?:have|get|obtain|find)\s+)?", re.I)
+_TRAIL = re.compile(r",\s*(?:which|achieved|attained|when|where|as|with|and the|for)\b.*$", re.I | re.S)
+_VAR_EQ = re.compile(r"^\s*[A-Za-z](?:_\w+)?\s*=")
 
 # Reference conventions (CHAMP and most answer keys): clarifications that are not the answer.
 _ALTERNATIVE = re.compile(r",?\s+or (?:equivalently|an equivalent form such as)\s+", re.I)
@@ -101,7 +105,7 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
     if there:
         return _unwrap(there[-1].group(1))
     if len(text) <= max_chars:
-        short = strip_phrases(text)
+        short = strip_phrases(_LEAD.sub("", text))
         if not _prose_words(short) or _YES_NO.match(short):
             return _unwrap(short)
     last = _last_sentence(text)
@@ -110,7 +114,9 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
         return _unwrap(maths[-1])
     if last and len(last) <= max_chars:
         for m in reversed(list(_CLOSING_IS.finditer(last))):
-            cand = _unwrap(_QUALIFIER.sub("", last[m.end():]))
+            cand = _unwrap(_QUALIFIER.sub("", _TRAIL.sub("", last[m.end():])))
+            if "=" in cand and not _VAR_EQ.match(cand):  # (139+178)*2=317*2=634 -> 634
+                cand = cand.rsplit("=", 1)[1].strip()
             if cand and len(_prose_words(cand)) <= 1 and not _YES_NO.match(last):
                 return cand
         if "=" in last and re.search(r"[A-Za-z]{2,}\s", last):
