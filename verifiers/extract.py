@@ -107,11 +107,20 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
     if len(text) <= max_chars:
         short = strip_phrases(_LEAD.sub("", text))
         if not _prose_words(short) or _YES_NO.match(short):
+            if short != strip_phrases(text) and "=" in short and not _VAR_EQ.match(short):
+                short = short.rsplit("=", 1)[1]  # "So P(4)=1+14+36+24=75." -> 75
             return _unwrap(short)
     last = _last_sentence(text)
-    maths = [next(g for g in m.groups() if g is not None) for m in _DISPLAY.finditer(last or text)]
-    if maths:
-        return _unwrap(maths[-1])
+    found = list(_DISPLAY.finditer(last or text))
+    if found:
+        # "$x = 3$ and $x = 2$": a run of math joined only by separators is one answer
+        run = [found[-1]]
+        src = last or text
+        for m in reversed(found[:-1]):
+            if not re.fullmatch(r"\s*(?:,|and|or|, and|, or)?\s*", src[m.end():run[0].start()]):
+                break
+            run.insert(0, m)
+        return ", ".join(_unwrap(next(g for g in m.groups() if g is not None)) for m in run)
     if last and len(last) <= max_chars:
         for m in reversed(list(_CLOSING_IS.finditer(last))):
             cand = _unwrap(_QUALIFIER.sub("", _TRAIL.sub("", last[m.end():])))
