@@ -72,6 +72,11 @@ def canon(v: Any) -> Node:
     if isinstance(v, Rel):
         if v.op == "in" and _is_var(v.lhs):
             return _with_var(canon(v.rhs), str(v.lhs))
+        if v.op == "=" and isinstance(v.lhs, Seq) and isinstance(v.rhs, Seq) and v.lhs.left == "(" \
+                and len(v.lhs.items) == len(v.rhs.items) and all(_is_var(i) for i in v.lhs.items):
+            # (x, y) = (0, 0)
+            return Node("assign", tuple(sorted((str(k), canon(val)) for k, val in
+                                               zip(v.lhs.items, v.rhs.items, strict=True))))
         if v.op == "=" and _is_var(v.lhs) and not (isinstance(v.rhs, sympy.Basic) and v.rhs.has(v.lhs)):
             return Node("assign", ((str(v.lhs), canon(v.rhs)),))
         return Node("rel", v)

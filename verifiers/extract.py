@@ -26,7 +26,7 @@ _LAST_NUMBER = re.compile(_NUMBER)
 _LEAD = re.compile(r"^(?:thus|so|hence|therefore|in total|finally|then|overall)\b,?\s*"
                    r"(?:(?:we|i) (?:have|get|obtain|find)\s+)?", re.I)
 _TRAIL = re.compile(r",\s*(?:which|achieved|attained|when|where|as|with|and the|for)\b.*$", re.I | re.S)
-_VAR_EQ = re.compile(r"^\s*[A-Za-z](?:_\w+)?\s*=")
+_VAR_EQ = re.compile(r"^\s*(?:[A-Za-z](?:_\w+)?|\(\s*[A-Za-z](?:\s*,\s*[A-Za-z])+\s*\))\s*=")
 
 # Reference conventions (CHAMP and most answer keys): clarifications that are not the answer.
 _ALTERNATIVE = re.compile(r",?\s+or (?:equivalently|an equivalent form such as)\s+", re.I)
@@ -112,6 +112,9 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
             return _unwrap(short)
     last = _last_sentence(text)
     found = list(_DISPLAY.finditer(last or text))
+    closing = _closing(last, max_chars)
+    if closing is not None and (not found or closing[0] >= found[-1].end() - 1):
+        return closing[1]  # "The value of $3^{105} \bmod 11$ is 2." -> 2
     if found:
         # "$x = 3$ and $x = 2$": a run of math joined only by separators is one answer
         run = [found[-1]]
@@ -120,18 +123,16 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
             if not re.fullmatch(r"\s*(?:,|and|or|, and|, or)?\s*", src[m.end():run[0].start()]):
                 break
             run.insert(0, m)
-        return ", ".join(_unwrap(next(g for g in m.groups() if g is not None)) for m in run)
-    if last and len(last) <= max_chars:
-        for m in reversed(list(_CLOSING_IS.finditer(last))):
-            cand = _unwrap(_QUALIFIER.sub("", _TRAIL.sub("", last[m.end():])))
-            if "=" in cand and not _VAR_EQ.match(cand):  # (139+178)*2=317*2=634 -> 634
-                cand = cand.rsplit("=", 1)[1].strip()
-            if cand and len(_prose_words(cand)) <= 1 and not _YES_NO.match(last):
-                return cand
-        if "=" in last and re.search(r"[A-Za-z]{2,}\s", last):
-            cand = _unwrap(_QUALIFIER.sub("", last.rsplit("=", 1)[1]))
-            if cand and not _prose_words(cand):
-                return cand
+        out = ", ".join(_unwrap(next(g for g in m.groups() if g is not None)) for m in run)
+        if len(run) == 1 and "=" in out and not _VAR_EQ.match(out) and _prose_words(src):
+            out = out.rsplit("=", 1)[1].strip()  # "is $8! - 1260 - 6720 = 120$." -> 120
+        return out
+    if closing is not None:
+        return closing[1]
+    if last and len(last) <= max_chars and "=" in last and re.search(r"[A-Za-z]{2,}\s", last):
+        cand = _unwrap(_QUALIFIER.sub("", last.rsplit("=", 1)[1]))
+        if cand and not _prose_words(cand):
+            return cand
     if _is_bare(text, max_chars):
         return _unwrap(strip_phrases(text))
     if last_number:
@@ -156,6 +157,19 @@ def _prose_words(s: str) -> list[str]:
 
 
 _YES_NO = re.compile(r"^(?:yes|no)\b", re.I)
+
+
+def _closing(last: str, max_chars: int) -> tuple[int, str] | None:
+    """(position, answer) for "... is X." closing the last sentence, X short and mathematical."""
+    if not last or len(last) > max_chars:
+        return None
+    for m in reversed(list(_CLOSING_IS.finditer(last))):
+        cand = _unwrap(_QUALIFIER.sub("", _TRAIL.sub("", last[m.end():])))
+        if "=" in cand and not _VAR_EQ.match(cand):  # (139+178)*2=317*2=634 -> 634
+            cand = cand.rsplit("=", 1)[1].strip()
+        if cand and len(_prose_words(cand)) <= 1 and not _YES_NO.match(last):
+            return m.start(), cand
+    return None
 
 
 def _strip_period(s: str) -> str:
