@@ -139,8 +139,7 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
             o = compare(pc, pr, cfg, mode)
             if o.equal:
                 return Verdict("equivalent", o.reason, mode, cand, r, *shown)
-            status = "not_equivalent"
-            results.append(Verdict(status, o.reason if o.equal is False else f"not shown equal ({o.reason})",
+            results.append(Verdict("not_equivalent", o.reason if o.equal is False else f"not shown equal ({o.reason})",
                                    mode, cand, r, *shown))
             continue
         t = text_equal(cand, r)
@@ -154,8 +153,8 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
         elif pr is None:
             results.append(Verdict("unparseable", f"reference unparseable: {rerr}", mode, cand, r, *shown))
         else:
-            refused = "refused: " if cerr is not None and cerr.refused else ""
-            results.append(Verdict("unparseable", f"{refused}candidate unparseable: {cerr}", mode, cand, r,
+            tag = "refused: " if cerr is not None and cerr.refused else ""
+            results.append(Verdict("unparseable", f"{tag}candidate unparseable: {cerr}", mode, cand, r,
                                    *shown))
     results.sort(key=lambda v: v.status != "not_equivalent")
     return results[0]

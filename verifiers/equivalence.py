@@ -138,9 +138,10 @@ def compare(cand: Any, ref: Any, cfg: VerifierConfig, mode: str = "auto") -> Out
     if mode == "set":
         c, r = _as_set(c), _as_set(r)
     elif mode == "interval":
-        c, r = _as_interval(c), _as_interval(r)
-        if c is None or r is None:
+        ci, ri = _as_interval(c), _as_interval(r)
+        if ci is None or ri is None:
             return Outcome(None, "not an interval")
+        c, r = ci, ri
     elif mode == "equation" and (c.kind not in ("rel", "assign") or r.kind not in ("rel", "assign")):
         return Outcome(None, "not an equation")
     return _cmp(c, r, cfg)

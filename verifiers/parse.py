@@ -433,7 +433,7 @@ class _Parser:
         self.next()
         if self.at("{"):
             self.next()
-            parts = []
+            parts: list[str] = []
             while not self.at("}"):
                 kind, v = self.next()
                 if kind == "end" or len(parts) > 8:

@@ -173,9 +173,11 @@ def _serve(memory_mb: int) -> None:
             req = json.loads(line)
             cfg = VerifierConfig(**req["config"])
             if req["op"] == "check":
-                verdict = check_local(*req["args"], config=cfg)
+                cand, ref, mode = req["args"]
+                verdict = check_local(cand, ref, mode, config=cfg)
             else:
-                verdict = substitution_local(*req["args"], config=cfg)
+                problem, cand = req["args"]
+                verdict = substitution_local(problem, cand, config=cfg)
             reply = verdict.to_dict()
         except MemoryError:
             reply = {"status": "unparseable", "reason": f"refused: memory limit of {memory_mb} MB reached"}
