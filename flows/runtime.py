@@ -1,0 +1,70 @@
+"""Per-process resources the tasks share: one engine per model, one library per catalog.
+
+Tasks receive names, not objects, and look the heavy objects up here, so a worker holds one
+model in memory however many tasks and flow runs it executes. Model calls are serialized per
+engine by `model_lock` (a torch model is not safe to drive from two threads at once).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flywheel.engine import Engine, EngineSettings
+    from flywheel.library import Library
+
+_lock = threading.Lock()
+_engines: dict[tuple[str, EngineSettings], Engine] = {}
+_model_locks: dict[int, threading.Lock] = {}
+_libraries: dict[tuple[str, str], Library] = {}
+
+#: Called after each problem with (done, total, problem_id); the CLI sets it to drive its progress bar.
+Progress = Callable[[int, int, str], None]
+progress_hook: Progress | None = None
+
+
+def engine(model: str, settings: EngineSettings | None = None, *, progress: bool = False) -> Engine:
+    """The process's engine for `model` under `settings`, loaded on first use."""
+    from flywheel.engine import Engine, EngineSettings
+
+    key = (model, settings or EngineSettings())
+    with _lock:
+        if key not in _engines:
+            _engines[key] = Engine.load(model, key[1], progress=progress)
+        return _engines[key]
+
+
+def register_engine(model: str, eng: Engine, settings: EngineSettings | None = None) -> None:
+    """Make `eng` the process's engine for `model` (tests use it to inject a scripted engine)."""
+    from flywheel.engine import EngineSettings
+
+    with _lock:
+        _engines[(model, settings or EngineSettings())] = eng
+
+
+def model_lock(eng: Engine) -> threading.Lock:
+    """The lock that serializes model work on `eng`."""
+    with _lock:
+        return _model_locks.setdefault(id(eng), threading.Lock())
+
+
+def library(root: str, db_url: str) -> Library:
+    """The process's open library for (`root`, `db_url`)."""
+    from flywheel.library import Library
+
+    key = (str(Path(root).resolve()), db_url)
+    with _lock:
+        if key not in _libraries:
+            _libraries[key] = Library.open(Path(root), db_url)
+        return _libraries[key]
+
+
+def close_libraries() -> None:
+    """Close every library this process opened (tests use it between temporary libraries)."""
+    with _lock:
+        for lib in _libraries.values():
+            lib.close()
+        _libraries.clear()

@@ -1,0 +1,138 @@
+"""The flywheel's tasks: small, typed, one concern each. Only catalog writes retry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from flows import runtime
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptResult, run_attempt, solution_of
+from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
+from flywheel.errors import DepositRefusedError, InputError
+from flywheel.problemsets import Problem, ProblemSet, load_problem_set
+from flywheel.router import RouteDecision
+
+
+def _transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a catalog write only on errors that can pass: a locked or dropped database, I/O."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    try:
+        state.result()
+    except (OperationalError, OSError) as err:
+        return not isinstance(err, FileNotFoundError)
+    except DBAPIError as err:
+        return bool(err.connection_invalidated)
+    except BaseException:
+        return False
+    return False
+
+
+CATALOG_WRITE: dict[str, Any] = dict(retries=3, retry_delay_seconds=[0.2, 1.0, 3.0], retry_condition_fn=_transient,
+                                     cache_policy=NONE)
+LOCAL: dict[str, Any] = dict(cache_policy=NONE)  # inputs are live objects: never hash or cache them
+
+
+@dataclass(frozen=True)
+class Env:
+    """Where a run's work happens: the model and library, by name (tasks look them up in `runtime`)."""
+
+    model: str
+    library: str
+    db_url: str
+
+
+@dataclass(frozen=True)
+class Verified:
+    status: str
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "equivalent"
+
+
+@task(name="load-problems", **LOCAL)
+def load_problems(spec: str, limit: int | None = None) -> ProblemSet:
+    """Resolve the problem set spec (champ, file, gen family)."""
+    return load_problem_set(spec, limit=limit)
+
+
+@task(name="open-run", **CATALOG_WRITE)
+def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None, budget: int, attempts: int,
+             no_graft: bool, run_budget: int | None) -> set[tuple[str, int]]:
+    """Catalogue the problems and the run (a resumed run is reopened); returns the keys already done."""
+    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
+    existing = lib.catalog.get_run(run_id)
+    if existing is not None and existing.problem_set_hash != pset.hash:
+        raise InputError(f"run {run_id!r} was over problem set {existing.problem_set!r} "
+                         f"(hash {existing.problem_set_hash[:12]}), not {pset.spec!r} (hash {pset.hash[:12]})",
+                         hint="resume with the same --problems, or start a new run without --run-id")
+    lib.catalog.upsert_problems(ProblemSpec(text=p.text, id=p.id, reference=p.reference, source=p.source or None)
+                                for p in pset.problems)
+    lib.catalog.create_run(run_id=run_id, problem_set=pset.spec, problem_set_hash=pset.hash, budget=budget,
+                           attempts=attempts, model_name=eng.fingerprint.model,
+                           model_fingerprint=eng.fingerprint.digest, no_graft=no_graft, run_budget=run_budget,
+                           flow_run_id=flow_run_id)
+    return lib.catalog.recorded_attempt_keys(run_id)
+
+
+@task(name="route", **LOCAL)
+def route_problem(env: Env, problem: Problem, no_graft: bool) -> RouteDecision:
+    """Exact recurrence, near neighbour, or none (forced by --no-graft)."""
+    if no_graft:
+        return RouteDecision("none", None, 0.0, None)
+    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
+    return lib.route(eng, problem.text)
+
+
+@task(name="attempt", **LOCAL)
+def attempt_problem(env: Env, problem: Problem, decision: RouteDecision, budget: int, seed: int | None,
+                    sampled: bool) -> AttemptResult:
+    """Graft-seeded decoding under the decode budget (model work, serialized per engine)."""
+    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
+    with runtime.model_lock(eng):
+        return run_attempt(eng, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha,
+                           budget=budget, seed=seed, temperature=SAMPLE_TEMPERATURE if sampled else 0.0)
+
+
+@task(name="verify", **LOCAL)
+def verify(problem: Problem, answer: str | None) -> Verified:
+    """Check the answer against the reference (or by substitution when there is none)."""
+    from flywheel.library import verify_answer
+
+    if answer is None or not answer.strip():
+        return Verified("unparseable", "no answer in the output")
+    status, reason = verify_answer(problem, answer)
+    return Verified(status, reason)
+
+
+@task(name="deposit", **CATALOG_WRITE)
+def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by: str) -> str | None:
+    """Deposit the model's own verified solution if the library has none for this problem yet."""
+    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
+    if result.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
+        return None
+    with runtime.model_lock(eng):
+        try:
+            dep = lib.deposit(eng, problem, solution_of(result) or result.text, result.answer,
+                              deposited_by=deposited_by)
+        except DepositRefusedError:
+            return None
+    return dep.artifact_sha256
+
+
+@task(name="record", **CATALOG_WRITE)
+def record(env: Env, rec: AttemptRecord, grafts: list[GraftRecord]) -> bool:
+    """Record the attempt and its grafts in one transaction; False if it was already recorded."""
+    lib = runtime.library(env.library, env.db_url)
+    return lib.catalog.record_attempt(rec, grafts).created
+
+
+@task(name="finish-run", **CATALOG_WRITE)
+def finish_run(env: Env, run_id: str, status: str = "finished") -> None:
+    """Mark the run finished."""
+    runtime.library(env.library, env.db_url).catalog.finish_run(run_id, status)
