@@ -1,0 +1,85 @@
+"""Every SQL query the report runs, in one readable place (SQLAlchemy Core).
+
+They read the views created by migration 0002 (`attempt_costs`, `baselines`, `tokens_saved`),
+which users can also query directly, e.g.:
+
+    SELECT problem_id, baseline_tokens, graft_tokens, tokens_saved FROM tokens_saved;
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, column, func, select, table
+
+from flywheel.catalog.models import Artifact, Problem, Run
+
+ATTEMPT_COST_COLUMNS = (
+    "attempt_id", "run_id", "problem_id", "attempt_index", "route", "grafted", "artifact_sha256",
+    "prompt_tokens", "prefill_tokens", "restored_tokens", "decode_tokens", "computed_tokens", "budget",
+    "budget_exhausted", "answer", "verified", "verdict_status", "wall_seconds", "energy_joules",
+    "energy_source", "logits_sha256", "error", "problem_set_hash", "model_name", "model_fingerprint",
+    "artifact_logits_sha256", "artifact_tokens", "artifact_bytes",
+)
+TOKENS_SAVED_COLUMNS = (
+    "attempt_id", "run_id", "problem_id", "attempt_index", "route", "baseline_attempts",
+    "budget_exhausted_attempts", "baseline_tokens", "graft_tokens", "graft_prefill_tokens",
+    "graft_decode_tokens", "restored_tokens", "tokens_saved", "ratio", "energy_j_baseline",
+    "energy_j_graft", "energy_saved_j", "energy_source", "verified", "answer", "budget",
+    "budget_exhausted", "problem_set_hash", "model_fingerprint", "artifact_sha256",
+    "artifact_logits_sha256", "logits_sha256",
+)
+
+attempt_costs = table("attempt_costs", *(column(c) for c in ATTEMPT_COST_COLUMNS))
+tokens_saved = table("tokens_saved", *(column(c) for c in TOKENS_SAVED_COLUMNS))
+
+Rows = list[dict[str, Any]]
+
+
+def _rows(conn: Connection, stmt: Any) -> Rows:
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
+def runs(conn: Connection, run_id: str | None = None) -> Rows:
+    """Runs in the order they started (the flywheel passes), or just `run_id`."""
+    stmt = select(Run.__table__).order_by(Run.started_at, Run.id)
+    if run_id is not None:
+        stmt = stmt.where(Run.id == run_id)
+    return _rows(conn, stmt)
+
+
+def savings(conn: Connection, run_id: str | None = None) -> Rows:
+    """One row per grafted attempt against its problem's measured baseline (`tokens_saved` view)."""
+    stmt = select(tokens_saved).order_by(tokens_saved.c.run_id, tokens_saved.c.problem_id,
+                                         tokens_saved.c.attempt_index)
+    if run_id is not None:
+        stmt = stmt.where(tokens_saved.c.run_id == run_id)
+    return _rows(conn, stmt)
+
+
+def attempts(conn: Connection, run_id: str | None = None) -> Rows:
+    """Every attempt of the run(s) plus the ungrafted attempts any baseline rests on, with the
+    problem's reference answer: all a third party needs to recompute the savings and re-score."""
+    problems = Problem.__table__
+    stmt = (select(attempt_costs, problems.c.reference)
+            .join(problems, problems.c.id == attempt_costs.c.problem_id)
+            .order_by(attempt_costs.c.attempt_id))
+    if run_id is not None:
+        in_run = select(attempt_costs.c.problem_id).where(attempt_costs.c.run_id == run_id)
+        stmt = stmt.where((attempt_costs.c.run_id == run_id)
+                          | ((attempt_costs.c.grafted == 0) & attempt_costs.c.problem_id.in_(in_run)))
+    return _rows(conn, stmt)
+
+
+def library_context(conn: Connection) -> Rows:
+    """Per model fingerprint: artifacts held, tokens stored, and the largest single artifact."""
+    art = Artifact.__table__
+    stmt = (select(art.c.fingerprint_digest, art.c.model_name,
+                   func.count().label("artifacts"),
+                   func.sum(art.c.token_count).label("stored_tokens"),
+                   func.sum(art.c.size_bytes).label("stored_bytes"),
+                   func.max(art.c.token_count).label("largest_artifact_tokens"),
+                   func.max(art.c.size_bytes).label("largest_artifact_bytes"))
+            .group_by(art.c.fingerprint_digest, art.c.model_name)
+            .order_by(art.c.model_name, art.c.fingerprint_digest))
+    return _rows(conn, stmt)

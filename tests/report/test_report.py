@@ -1,0 +1,159 @@
+"""The savings report: measured baselines only, exact arithmetic, estimate labels, re-scorable JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from report_fixtures import FP, GRAFT_BUDGET, PROBLEMS, RealCatalog
+from sqlalchemy import text
+
+from flywheel.catalog import Catalog
+from flywheel.errors import InputError
+from flywheel.report import ROW_COLUMNS, build_report, plot, render
+
+REQUIRED = {"problem_id", "run_id", "route", "baseline_tokens", "graft_tokens", "tokens_saved", "ratio",
+            "energy_j_baseline", "energy_j_graft", "energy_saved_j", "energy_source", "verified",
+            "problem_set_hash", "artifact_sha256", "logits_sha256", "model_fingerprint", "restored_tokens"}
+
+
+# --- exact arithmetic on a hand-made catalog ------------------------------------------------------
+
+
+def test_baseline_is_the_mean_of_measured_ungrafted_attempts(exact_catalog: Catalog) -> None:
+    rows = build_report(exact_catalog).rows.set_index("problem_id")
+    a = rows.loc["a"]
+    assert a["baseline"] == "measured" and a["baseline_attempts"] == 2 and a["budget_exhausted_attempts"] == 1
+    assert a["baseline_tokens"] == 2000.0           # mean of 1,000 and 3,000 (budget-exhausted included)
+    assert a["graft_tokens"] == 20                  # 12 prefilled + 8 decoded; restored tokens not computed
+    assert a["tokens_saved"] == 1980.0 and a["ratio"] == 100.0
+    assert a["restored_tokens"] == 500              # the prefill avoided, reported apart
+    assert a["energy_j_baseline"] == 20.0 and a["energy_j_graft"] == 0.5 and a["energy_saved_j"] == 19.5
+    assert a["energy_source"] == "estimate" and bool(a["verified"]) is True
+
+
+def test_a_problem_without_a_measured_baseline_shows_no_baseline(exact_catalog: Catalog) -> None:
+    # b's only ungrafted attempt ran under another model: it is not a baseline for this one.
+    b = build_report(exact_catalog).rows.set_index("problem_id").loc["b"]
+    assert b["baseline"] == "no baseline"
+    for col in ("baseline_tokens", "tokens_saved", "ratio", "energy_j_baseline", "energy_saved_j"):
+        assert pd.isna(b[col]), col
+    assert b["graft_tokens"] == 20 and b["energy_source"] == "estimate"
+    table = render(build_report(exact_catalog, "graft"), "table")
+    assert "no baseline" in table
+
+
+def test_run_summary_counts_only_measured_savings(exact_catalog: Catalog) -> None:
+    report = build_report(exact_catalog, run_id="graft")
+    run = report.runs.set_index("run_id").loc["graft"]
+    assert run["baseline_tokens"] == 2000.0 and run["graft_tokens"] == 20.0 and run["factor"] == 100.0
+    assert run["energy_factor"] == 40.0 and run["no_baseline"] == 1
+    assert run["problems"] == 2 and run["solved"] == 1 and run["accuracy"] == 0.5
+    line = report.summary_lines[0]
+    assert line.startswith("run graft: 1 problems, 2,000 baseline tokens (1 budget-exhausted attempts), "
+                           "20 graft tokens (8 decoded), a factor of 100; 40 times less energy (source: estimate)")
+    assert "1 grafted attempts with no baseline" in line
+
+
+def test_views_are_queryable_directly(exact_catalog: Catalog) -> None:
+    with exact_catalog.engine.connect() as conn:
+        saved = conn.execute(text("SELECT problem_id, tokens_saved FROM tokens_saved ORDER BY problem_id")).all()
+        base = conn.execute(text("SELECT problem_id, model_fingerprint, baseline_tokens FROM baselines "
+                                 "ORDER BY problem_id")).all()
+    assert saved == [("a", 1980.0), ("b", None)]
+    assert base == [("a", FP, 2000.0), ("b", "e" * 64, 3000.0)]
+
+
+def test_usable_context_against_the_window(exact_catalog: Catalog) -> None:
+    ctx = build_report(exact_catalog, context_window=250).context.iloc[0]
+    assert ctx["stored_tokens"] == 1000 and ctx["artifacts"] == 2 and ctx["widening"] == 4.0
+    assert ctx["largest_artifact_bytes"] == 500 * 1024
+    assert "1,000 tokens stored in 2 artifacts = 4.0x the model's 250-token window" in ctx["summary"]
+    assert "zero extra accelerator memory" in ctx["summary"]
+
+
+def test_unknown_run_is_a_user_error(exact_catalog: Catalog) -> None:
+    with pytest.raises(InputError, match="no run 'nope'"):
+        build_report(exact_catalog, run_id="nope")
+
+
+# --- a catalog built by real attempts on the tiny model -------------------------------------------
+
+
+def test_real_runs_rows_rest_on_measured_attempts(real_catalog: RealCatalog) -> None:
+    report = build_report(real_catalog.catalog)
+    rows = report.rows.set_index("problem_id")
+    assert REQUIRED <= set(report.rows.columns) and list(report.rows.columns) == list(ROW_COLUMNS)
+    assert sorted(rows.index) == sorted(p.id for p in PROBLEMS) and set(rows["run_id"]) == {real_catalog.graft_run}
+    att = report.attempts
+    for pid in ("p-add", "p-mul"):
+        base = att[(att["problem_id"] == pid) & (att["grafted"] == 0)].iloc[0]
+        graft = att[(att["problem_id"] == pid) & (att["grafted"] == 1)].iloc[0]
+        row = rows.loc[pid]
+        assert row["baseline_tokens"] == base["prefill_tokens"] + base["decode_tokens"]
+        assert row["graft_tokens"] == graft["prefill_tokens"] + graft["decode_tokens"] <= 30 + GRAFT_BUDGET
+        assert row["tokens_saved"] == row["baseline_tokens"] - row["graft_tokens"]
+        assert row["restored_tokens"] == graft["artifact_tokens"] > 0
+        assert row["energy_saved_j"] == pytest.approx(row["energy_j_baseline"] - row["energy_j_graft"])
+        assert row["artifact_sha256"] == graft["artifact_sha256"] and len(row["artifact_logits_sha256"]) == 64
+        assert row["model_fingerprint"] == real_catalog.fingerprint and len(row["problem_set_hash"]) == 64
+    assert rows.loc["p-new", "baseline"] == "no baseline" and pd.isna(rows.loc["p-new", "tokens_saved"])
+    assert (report.rows["energy_source"] == "estimate").all()
+    assert set(att["energy_source"]) == {"estimate"}
+
+
+def test_real_runs_summaries_and_energy_per_token(real_catalog: RealCatalog) -> None:
+    report = build_report(real_catalog.catalog, context_window=4096)
+    lines = report.summary_lines
+    assert lines[0].startswith(f"run {real_catalog.baseline_run}: 2 problems without graft")
+    assert lines[1].startswith(f"run {real_catalog.graft_run}: 2 problems, ") and "(source: estimate)" in lines[1]
+    assert "4,096-token window" in lines[2]
+    ept = report.energy_per_token
+    assert list(ept["energy_source"]) == ["estimate"] and ept.iloc[0]["attempts"] == 5
+    assert ept.iloc[0]["j_per_token"] > 0
+
+
+def test_every_format_parses(real_catalog: RealCatalog) -> None:
+    report = build_report(real_catalog.catalog)
+    data = json.loads(render(report, "json"))
+    assert data["schema"] == "flywheel-report/1" and len(data["rows"]) == 3
+    assert all(r["energy_source"] == "estimate" for r in data["rows"])
+    parsed = list(csv.DictReader(io.StringIO(render(report, "csv"))))
+    assert [r["problem_id"] for r in parsed] == list(report.rows["problem_id"])
+    assert set(ROW_COLUMNS) == set(parsed[0]) and all(r["energy_source"] == "estimate" for r in parsed)
+    assert next(r for r in parsed if r["problem_id"] == "p-new")["tokens_saved"] == ""
+    md = render(report, "md").splitlines()
+    header = next(i for i, line in enumerate(md) if line.startswith("| problem_id"))
+    assert md[header + 1].startswith("|---") and md[header].count("|") == md[header + 2].count("|")
+    table = render(report, "table")
+    assert "tokens and energy saved" in table and "estimate" in table
+
+
+def test_json_is_enough_to_rescore_without_the_engine(real_catalog: RealCatalog) -> None:
+    data = json.loads(build_report(real_catalog.catalog, run_id=real_catalog.graft_run).to_json())
+    attempts = data["attempts"]
+    assert {a["run_id"] for a in attempts} == {real_catalog.baseline_run, real_catalog.graft_run}
+    for row in data["rows"]:
+        base = [a["prefill_tokens"] + a["decode_tokens"] for a in attempts
+                if a["problem_id"] == row["problem_id"] and a["grafted"] == 0
+                and a["model_fingerprint"] == row["model_fingerprint"]]
+        graft = next(a for a in attempts if a["attempt_id"] and a["grafted"] == 1
+                     and a["problem_id"] == row["problem_id"] and a["run_id"] == row["run_id"])
+        assert graft["reference"] is not None and graft["answer"] == row["answer"]
+        if not base:
+            assert row["baseline_tokens"] is None and row["tokens_saved"] is None
+            continue
+        assert row["baseline_tokens"] == sum(base) / len(base)
+        assert row["tokens_saved"] == row["baseline_tokens"] - row["graft_tokens"]
+
+
+def test_plot_writes_a_png(real_catalog: RealCatalog, tmp_path: Path) -> None:
+    out = plot(build_report(real_catalog.catalog), tmp_path / "plots" / "report.png")
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert (width, height) == (1000, 400)
