@@ -66,6 +66,9 @@ def _attach() -> None:
     from flywheel.cli.check import check
 
     main.add_command(check)
+    from flywheel.cli.report import report
+
+    main.add_command(report)
 
 
 _attach()

@@ -1,0 +1,63 @@
+"""`flywheel report`: tokens and energy saved against measured baselines, from the catalog alone."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+from sqlalchemy.engine import make_url
+
+from flywheel.cli.common import settings_of
+from flywheel.errors import LibraryError
+from flywheel.report.render import FORMATS
+
+
+def _require_catalog(db_url: str) -> None:
+    """Refuse to report on a SQLite catalog that does not exist (opening it would create one)."""
+    url = make_url(db_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
+            and not Path(url.database).is_file():
+        raise LibraryError(f"no catalog at {url.database}",
+                           hint="run `flywheel run --problems ...` first, or point --library/--db at a library")
+
+
+@click.command("report")
+@click.option("--run", "run_id", default=None, help="Only this run (default: every run).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="table (terminal), csv (savings rows), json (everything, re-scorable), md.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a PNG: cumulative tokens saved across runs, accuracy per pass.")
+@click.option("--context-window", type=click.IntRange(min=1), default=None,
+              help="The model's window for the usable-context figure (default: from its config.json).")
+@click.pass_context
+def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | None,
+           context_window: int | None) -> None:
+    """Tokens and energy the library saved, against measured ungrafted baselines.
+
+    \b
+    Examples:
+      flywheel report
+      flywheel report --run r-20260101 --format json > report.json
+      flywheel report --format csv --plot savings.png
+    """
+    from flywheel.catalog import open_catalog
+    from flywheel.report import build_report, plot, render
+    from flywheel.report.render import to_table
+
+    settings = settings_of(ctx)
+    _require_catalog(settings.db_url)
+    catalog = open_catalog(settings.db_url)
+    try:
+        result = build_report(catalog, run_id, context_window=context_window)
+    finally:
+        catalog.close()
+    if fmt == "table":
+        width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else 200
+        click.echo(to_table(result, width=width), nl=False)
+    else:
+        click.echo(render(result, fmt))  # type: ignore[arg-type]
+    if plot_path is not None:
+        plot(result, plot_path)
+        click.echo(f"plot written to {plot_path}", err=True)
