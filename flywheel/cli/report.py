@@ -54,7 +54,7 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | N
     finally:
         catalog.close()
     if fmt == "table":
-        width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else 200
+        width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else None
         click.echo(to_table(result, width=width), nl=False)
     else:
         click.echo(render(result, fmt))  # type: ignore[arg-type]

@@ -134,8 +134,23 @@ def _shape_rows(raw: list[dict[str, Any]]) -> pd.DataFrame:
     for name in ("baseline_tokens", "tokens_saved", "ratio", "energy_j_baseline", "energy_j_graft",
                  "energy_saved_j"):
         df[name] = _float(df[name])
+    for name in ("baseline_attempts", "budget_exhausted_attempts"):  # null where there is no baseline
+        df[name] = pd.to_numeric(df[name], errors="coerce").astype("Int64")
     df["baseline"] = np.where(df["baseline_tokens"].isna(), "no baseline", "measured")
     return df[list(ROW_COLUMNS)].reset_index(drop=True)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def _bytes(n: int) -> str:
+    size, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
 
 
 def _fmt(x: float) -> str:
@@ -183,14 +198,14 @@ def _sentence(s: dict[str, Any], measured: pd.DataFrame) -> str:
     acc = f"accuracy {s['solved']}/{s['problems']}"
     if s["grafted_attempts"] == 0:
         energy = "" if s["energy_j"] is None else f", {_fmt(s['energy_j'])} J (source: {s['energy_source']})"
-        return (f"{head} {s['problems']} problems without graft, {s['computed_tokens']:,} tokens computed "
-                f"({s['budget_exhausted']} attempts hit the budget){energy}; {acc} — the measured baseline")
+        return (f"{head} {_n(s['problems'], 'problem')} without graft, {s['computed_tokens']:,} tokens computed "
+                f"({_n(s['budget_exhausted'], 'attempt')} hit the budget){energy}; {acc} — the measured baseline")
     if len(measured) == 0:
-        return (f"{head} {s['grafted_attempts']} grafted attempts, no baseline measured for any of them "
+        return (f"{head} {_n(s['grafted_attempts'], 'grafted attempt')}, no baseline measured for any of them "
                 f"(run the same problems with --no-graft first); {acc}")
     n = int(measured["problem_id"].nunique())
-    text = (f"{head} {n} problems, {_fmt(s['baseline_tokens'])} baseline tokens "
-            f"({int(measured['budget_exhausted_attempts'].sum())} budget-exhausted attempts), "
+    text = (f"{head} {_n(n, 'problem')}, {_fmt(s['baseline_tokens'])} baseline tokens "
+            f"({_n(int(measured['budget_exhausted_attempts'].sum()), 'budget-exhausted attempt')}), "
             f"{_fmt(s['graft_tokens'])} graft tokens ({s['graft_decode_tokens']:,} decoded), "
             f"a factor of {_fmt(s['factor']) if s['factor'] is not None else 'n/a'}")
     if s["energy_factor"] is not None:
@@ -198,7 +213,7 @@ def _sentence(s: dict[str, Any], measured: pd.DataFrame) -> str:
     else:
         text += "; energy not comparable (no shared energy source)"
     if s["no_baseline"]:
-        text += f"; {s['no_baseline']} grafted attempts with no baseline"
+        text += f"; {_n(s['no_baseline'], 'grafted attempt')} with no baseline"
     return f"{text}; {acc}"
 
 
@@ -230,8 +245,8 @@ def _shape_context(raw: list[dict[str, Any]], window: int | None) -> pd.DataFram
                    else "context window unknown (pass --context-window)")
         out.append({**r, "stored_tokens": stored, "stored_bytes": int(r["stored_bytes"] or 0),
                     "largest_artifact_bytes": largest, "context_window": w, "widening": widening,
-                    "summary": (f"library ({r['model_name']}): {stored:,} tokens stored in {r['artifacts']} "
-                                f"artifacts = {against}; one graft needs at most {largest / 2**20:,.1f} MiB "
+                    "summary": (f"library ({r['model_name']}): {stored:,} tokens stored in "
+                                f"{_n(int(r['artifacts']), 'artifact')} = {against}; one graft needs at most {_bytes(largest)} "
                                 "resident, since only the graft in use is loaded: context widened at zero "
                                 "extra accelerator memory")})
     return pd.DataFrame(out, columns=cols)

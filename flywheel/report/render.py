@@ -20,6 +20,7 @@ FORMATS: tuple[Format, ...] = ("table", "csv", "json", "md")
 DISPLAY_COLUMNS = ("problem_id", "run_id", "route", "baseline_tokens", "graft_tokens", "tokens_saved",
                    "ratio", "restored_tokens", "energy_j_baseline", "energy_j_graft", "energy_saved_j",
                    "energy_source", "verified", "artifact_sha256", "logits_sha256")
+TABLE_COLUMNS = tuple(c for c in DISPLAY_COLUMNS if c != "logits_sha256")  # the terminal is narrower
 RUN_COLUMNS = ("run_id", "problem_set", "problems", "solved", "accuracy", "computed_tokens", "restored_tokens",
                "energy_j", "energy_source", "problem_set_hash", "model_fingerprint")
 HASH_CHARS = 12  # enough to tell artifacts apart on screen; CSV/JSON carry all 64
@@ -34,6 +35,8 @@ def _cell(column: str, value: Any) -> str:
         if column in ("ratio", "accuracy", "widening"):
             return f"{value:,.2f}"
         return f"{value:,.3f}" if column.startswith("energy") or column.startswith("j_per") else f"{value:,.1f}"
+    if isinstance(value, int | float) and column in ("baseline_attempts", "budget_exhausted_attempts"):
+        return f"{int(value):,}"
     if isinstance(value, int):
         return f"{value:,}"
     text = str(value)
@@ -74,10 +77,11 @@ def to_table(report: Report, width: int | None = None) -> str:
     from rich.table import Table
 
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 200, force_terminal=False, color_system=None)
+    # Off a terminal nothing constrains the width: let each table be as wide as its content.
+    console = Console(file=buf, width=width or 10_000, force_terminal=False, color_system=None)
     for line in report.summary_lines:
         console.print(line, highlight=False, soft_wrap=True)
-    for title, df, columns in (("tokens and energy saved per grafted attempt", report.rows, DISPLAY_COLUMNS),
+    for title, df, columns in (("tokens and energy saved per grafted attempt", report.rows, TABLE_COLUMNS),
                                ("runs (flywheel passes)", report.runs, RUN_COLUMNS),
                                ("energy per token", report.energy_per_token, tuple(report.energy_per_token.columns))):
         cols, body = _display(df, columns)

@@ -54,9 +54,9 @@ def test_run_summary_counts_only_measured_savings(exact_catalog: Catalog) -> Non
     assert run["energy_factor"] == 40.0 and run["no_baseline"] == 1
     assert run["problems"] == 2 and run["solved"] == 1 and run["accuracy"] == 0.5
     line = report.summary_lines[0]
-    assert line.startswith("run graft: 1 problems, 2,000 baseline tokens (1 budget-exhausted attempts), "
+    assert line.startswith("run graft: 1 problem, 2,000 baseline tokens (1 budget-exhausted attempt), "
                            "20 graft tokens (8 decoded), a factor of 100; 40 times less energy (source: estimate)")
-    assert "1 grafted attempts with no baseline" in line
+    assert "1 grafted attempt with no baseline" in line
 
 
 def test_views_are_queryable_directly(exact_catalog: Catalog) -> None:
@@ -73,6 +73,7 @@ def test_usable_context_against_the_window(exact_catalog: Catalog) -> None:
     assert ctx["stored_tokens"] == 1000 and ctx["artifacts"] == 2 and ctx["widening"] == 4.0
     assert ctx["largest_artifact_bytes"] == 500 * 1024
     assert "1,000 tokens stored in 2 artifacts = 4.0x the model's 250-token window" in ctx["summary"]
+    assert "one graft needs at most 500.0 KiB resident" in ctx["summary"]
     assert "zero extra accelerator memory" in ctx["summary"]
 
 
@@ -125,12 +126,16 @@ def test_every_format_parses(real_catalog: RealCatalog) -> None:
     parsed = list(csv.DictReader(io.StringIO(render(report, "csv"))))
     assert [r["problem_id"] for r in parsed] == list(report.rows["problem_id"])
     assert set(ROW_COLUMNS) == set(parsed[0]) and all(r["energy_source"] == "estimate" for r in parsed)
-    assert next(r for r in parsed if r["problem_id"] == "p-new")["tokens_saved"] == ""
+    new = next(r for r in parsed if r["problem_id"] == "p-new")
+    assert new["tokens_saved"] == "" and new["baseline_attempts"] == "" and new["baseline"] == "no baseline"
+    assert next(r for r in parsed if r["problem_id"] == "p-add")["baseline_attempts"] == "1"
     md = render(report, "md").splitlines()
     header = next(i for i, line in enumerate(md) if line.startswith("| problem_id"))
     assert md[header + 1].startswith("|---") and md[header].count("|") == md[header + 2].count("|")
     table = render(report, "table")
     assert "tokens and energy saved" in table and "estimate" in table
+    header = next(line for line in table.splitlines() if "problem_id" in line)
+    assert "baseline_tokens" in header and "energy_saved_j" in header  # headers not wrapped off a terminal
 
 
 def test_json_is_enough_to_rescore_without_the_engine(real_catalog: RealCatalog) -> None:
