@@ -5,4 +5,15 @@ cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
 ./.venv/bin/flywheel prepare-model          # the real default model, prepared once per machine
 ./.venv/bin/ruff check flywheel verifiers flows tests bench
+
+# A real PostgreSQL server on loopback for tests/deploy (installed from Debian's packages on
+# first use, ~1 minute). Stopped again at exit if this run started it; a server that was
+# already running (e.g. a developer's) is reused and left running.
+if [[ -z "${FLYWHEEL_TEST_PG_URL:-}" ]]; then
+    eval "$(bash scripts/services/postgres.sh start)"
+    if [[ "${FLYWHEEL_TEST_PG_STARTED:-0}" == "1" ]]; then
+        trap 'bash scripts/services/postgres.sh stop || true' EXIT
+    fi
+fi
+
 ./.venv/bin/python -m pytest -q "$@"
