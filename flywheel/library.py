@@ -113,7 +113,7 @@ class Library:
         if status != "equivalent" and not unverified:
             against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"
             raise DepositRefusedError(
-                f"answer {answer!r} for {problem.id!r} was not verified against {against}: {status} ({reason})",
+                f"answer {answer!r} for {problem.id or repr(problem.text[:40])} was not verified against {against}: {status} ({reason})",
                 hint="correct the answer, or pass --unverified to deposit it marked as such (never routed unless asked)")
         pspec = ProblemSpec(text=problem.text, id=problem.id or None, reference=problem.reference,
                             source=problem.source or None)

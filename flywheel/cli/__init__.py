@@ -59,13 +59,24 @@ def main(ctx: click.Context, library: Path | None, db_url: str | None, model: st
 
 
 def _attach() -> None:
-    from flywheel.cli.graft import prepare_model, verify_graft
+    from flywheel.cli.graft import graft_command, prepare_model, verify_graft
 
     main.add_command(verify_graft)
     main.add_command(prepare_model)
+    main.add_command(graft_command)
+    from flywheel.cli.library import deposit, library
+
+    main.add_command(deposit)
+    main.add_command(library)
     from flywheel.cli.check import check
 
     main.add_command(check)
+    from flywheel.cli.run import demo, evaluate, run, serve
+
+    main.add_command(run)
+    main.add_command(serve)
+    main.add_command(evaluate)
+    main.add_command(demo)
     from flywheel.cli.report import report
 
     main.add_command(report)

@@ -86,3 +86,53 @@ def prepare_model(ctx: click.Context, as_json: bool) -> None:
     else:
         click.echo(f"{fp.model}: fingerprint {fp.digest}\n  weights {fp.weights_sha256}\n  tokenizer {fp.tokenizer_sha256}"
                    f"\n  {fp.dtype}, {fp.attn_implementation}, {fp.device_name}, {fp.threads} threads")
+
+
+@click.command("graft")
+@click.argument("artifact")
+@click.option("--prompt", "prompt", default="", help="Text fed after the grafted state (e.g. a new problem).")
+@click.option("--max-new", default=32, show_default=True, type=click.IntRange(0, 100_000),
+              help="Decode up to this many tokens (greedy; stops at EOS or a newline).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+def graft_command(ctx: click.Context, artifact: str, prompt: str, max_new: int, as_json: bool) -> None:
+    """Graft an artifact (a file, or an id in the library) and continue decoding from it.
+
+    The artifact is hash-checked and fingerprint-checked first; a refusal exits with status 3
+    and says why.
+
+    \b
+    Example:
+      flywheel graft library/artifacts/c7/c7bcf81b....kv --prompt ' What is 2+3?\\nFinal answer:'
+    """
+    from pathlib import Path
+
+    from flywheel.engine import StopRule
+    from flywheel.kv import graft, read_artifact
+
+    settings = settings_of(ctx)
+    engine = Engine.load(settings.model)
+    path = Path(artifact)
+    if path.is_file():
+        grafted = graft(engine, read_artifact(path))
+    else:
+        from flywheel.library import Library
+
+        with Library.open(settings.library, settings.db_url) as lib:
+            row = lib.catalog.get_artifact(artifact)
+            grafted = lib.load_graft(engine, row.sha256)
+    text, produced = "", 0
+    if max_new:
+        ids = engine.encode(prompt, bos=False) if prompt else []
+        if not ids:
+            raise click.UsageError("--prompt is needed to decode after a graft (the artifact's last logits are not stored)")
+        logits = engine.forward(ids, grafted.cache)[0]
+        tokens = list(engine.decode_n_tokens(grafted.cache, logits, max_new, stop=StopRule()))
+        text, produced = engine.decode_text(tokens), len(tokens)
+    if as_json:
+        echo_json({"artifact": grafted.artifact_sha256, "restored_tokens": grafted.token_count,
+                   "decode_tokens": produced, "text": text})
+    else:
+        click.echo(f"grafted {grafted.artifact_sha256[:16]} ({grafted.token_count} tokens restored)")
+        if max_new:
+            click.echo(f"{produced} decode tokens: {text!r}")

@@ -17,7 +17,14 @@ from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from flywheel.engine import Engine, Fingerprint
 from flywheel.errors import ArtifactMalformedError, FingerprintMismatchError
-from flywheel.kv.artifact import ARTIFACT_FORMAT_VERSION, Artifact, ArtifactHeader, LayerState, logits_sha256, seal
+from flywheel.kv.artifact import (
+    ARTIFACT_FORMAT_VERSION,
+    Artifact,
+    ArtifactHeader,
+    LayerState,
+    logits_sha256,
+    seal,
+)
 
 
 @dataclass

@@ -88,9 +88,8 @@ def test_truncated_file_is_refused(artifact: Artifact, cut: int) -> None:
 
 
 def test_not_an_artifact_is_refused() -> None:
-    from safetensors.torch import save
-
     import torch
+    from safetensors.torch import save
 
     with pytest.raises(ArtifactMalformedError):
         parse_artifact(save({"x": torch.zeros(2)}))

@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 from report_fixtures import (
-    BASELINE_BUDGET,
     FP,
-    GRAFT_BUDGET,
     OTHER_FP,
-    PROBLEMS,
-    SOLUTIONS,
-    WATTS,
     RealCatalog,
+    build_real_catalog,
     sha,
 )
 
@@ -28,78 +24,18 @@ from flywheel.catalog import (
     ArtifactSpec,
     AttemptRecord,
     Catalog,
-    GraftRecord,
     ProblemSpec,
     SolutionSpec,
     open_catalog,
 )
-from flywheel.energy import EnergyConfig, EnergyMeter
 from flywheel.engine import Engine
-from flywheel.kv.artifact import logits_sha256
-from flywheel.library import Library
-from flywheel.problemsets import set_hash
-from flywheel.prompts import attempt_suffix, plain_prompt
-
-
-def _decode(engine: Engine, cache: object, logits: object, budget: int) -> list[int]:
-    return list(engine.decode_n_tokens(cache, logits, budget))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")
 def real_catalog(tiny_gemma: Engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCatalog]:
-    engine = tiny_gemma
-    root = tmp_path_factory.mktemp("report-library")
-    lib = Library.open(root)
-    cat = lib.catalog
-    fp = engine.fingerprint.digest
-    meter = EnergyMeter(EnergyConfig(cpu_watts=WATTS, source="estimate"), device="cpu")
-    set_digest = set_hash(PROBLEMS)
-    common = dict(problem_set="demo", problem_set_hash=set_digest, attempts=1,
-                  model_name=engine.fingerprint.model, model_fingerprint=fp)
-
-    cat.create_run(run_id="r1-baseline", budget=BASELINE_BUDGET, no_graft=True, **common)  # type: ignore[arg-type]
-    cat.upsert_problems(ProblemSpec(text=p.text, id=p.id, reference=p.reference, source=p.source) for p in PROBLEMS)
-    for p in PROBLEMS[:2]:
-        ids = engine.encode(plain_prompt(p.text))
-        meter.start()
-        cache, logits = engine.prefill(ids)
-        out = _decode(engine, cache, logits[-1], BASELINE_BUDGET)
-        reading = meter.stop()
-        answer = engine.decode_text(out)
-        cat.record_attempt(AttemptRecord(
-            run_id="r1-baseline", problem_id=p.id, attempt_index=0, route="none", budget=BASELINE_BUDGET,
-            prompt_tokens=len(ids), prefill_tokens=len(ids), decode_tokens=len(out),
-            budget_exhausted=len(out) >= BASELINE_BUDGET, answer=answer, verified=answer.strip() == p.reference,
-            verdict_status="not_equivalent", wall_seconds=reading.seconds, energy_joules=reading.joules,
-            energy_source=reading.source, logits_sha256=logits_sha256(logits[-1])))
-    cat.finish_run("r1-baseline")
-
-    shas = {}
-    for p in PROBLEMS:
-        solution, answer = SOLUTIONS[p.id]
-        shas[p.id] = lib.deposit(engine, p, solution, answer, index=False).artifact_sha256
-
-    cat.create_run(run_id="r2-graft", budget=GRAFT_BUDGET, **common)  # type: ignore[arg-type]
-    for p in PROBLEMS:
-        meter.start()
-        graft = lib.load_graft(engine, shas[p.id])
-        suffix = engine.encode(attempt_suffix(p.text, "answer"), bos=False)
-        logits = engine.forward(suffix, graft.cache)
-        out = _decode(engine, graft.cache, logits[-1], GRAFT_BUDGET)
-        reading = meter.stop()
-        answer = engine.decode_text(out)
-        cat.record_attempt(AttemptRecord(
-            run_id="r2-graft", problem_id=p.id, attempt_index=0, route="exact", budget=GRAFT_BUDGET,
-            route_score=1.0, routed_artifact_sha=shas[p.id], grafted_artifact_sha=shas[p.id],
-            prompt_tokens=len(suffix), prefill_tokens=len(suffix), restored_tokens=graft.token_count,
-            decode_tokens=len(out), budget_exhausted=len(out) >= GRAFT_BUDGET, answer=answer,
-            verified=answer.strip() == p.reference, verdict_status="not_equivalent",
-            wall_seconds=reading.seconds, energy_joules=reading.joules, energy_source=reading.source,
-            logits_sha256=logits_sha256(logits[-1])),
-            grafts=[GraftRecord(artifact_sha256=shas[p.id], outcome="ok", restored_tokens=graft.token_count)])
-    cat.finish_run("r2-graft")
-    yield RealCatalog(cat, lib, "r1-baseline", "r2-graft", fp)
-    lib.close()
+    built = build_real_catalog(tiny_gemma, tmp_path_factory.mktemp("report-library"))
+    yield built
+    built.library.close()
 
 
 # --- a hand-made catalog with round numbers, for exact arithmetic ---------------------------------

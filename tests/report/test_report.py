@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from report_fixtures import FP, GRAFT_BUDGET, PROBLEMS, RealCatalog
+from report_fixtures import FP, GRAFT_BUDGET, PROBLEMS, RealCatalog, build_real_catalog
 from sqlalchemy import text
 
 from flywheel.catalog import Catalog
+from flywheel.engine import Engine
 from flywheel.errors import InputError
 from flywheel.report import ROW_COLUMNS, build_report, plot, render
 
@@ -162,3 +163,20 @@ def test_plot_writes_a_png(real_catalog: RealCatalog, tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1000, 400)
+
+
+@pytest.mark.real_model
+def test_real_default_model_report(real_engine: Engine, tmp_path: Path) -> None:
+    # One problem measured without a graft, then grafted: the claim-2 shape on the real model.
+    built = build_real_catalog(real_engine, tmp_path / "lib", problems=PROBLEMS[:2], baseline_budget=24,
+                               graft_budget=4)
+    try:
+        report = build_report(built.catalog)
+        row = report.rows.set_index("problem_id").loc["p-add"]
+        assert row["graft_decode_tokens"] <= 4 and row["restored_tokens"] > row["graft_prefill_tokens"]
+        assert row["tokens_saved"] == row["baseline_tokens"] - row["graft_tokens"] > 0
+        assert row["energy_source"] == "estimate" and row["energy_j_graft"] < row["energy_j_baseline"]
+        assert "32,768-token window" in report.context.iloc[0]["summary"]  # read from the prepared config
+        assert report.rows.set_index("problem_id").loc["p-mul", "baseline"] == "no baseline"
+    finally:
+        built.library.close()

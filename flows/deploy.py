@@ -1,0 +1,34 @@
+"""Scheduled flywheel runs: a cron deployment of `flywheel_run`, served by this process (or a work pool via prefect.yaml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows.flywheel import RunConfig, flywheel_run
+from flywheel.errors import InputError
+
+DEPLOYMENT_NAME = "flywheel"
+
+
+def deployment(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME, timezone: str | None = None) -> Any:
+    """A `RunnerDeployment` of `flywheel_run` on `cron` with `cfg` as its parameters.
+
+    Raises:
+        InputError: `cron` is not a valid cron expression.
+    """
+    from prefect.schedules import Cron
+
+    try:
+        schedule = Cron(cron, timezone=timezone) if timezone else Cron(cron)
+        return flywheel_run.to_deployment(name=name, schedule=schedule,
+                                          parameters={"cfg": cfg.model_dump(mode="json")},
+                                          description=f"flywheel pass over {cfg.problems} on {cron!r}")
+    except ValueError as err:
+        raise InputError(f"invalid cron schedule {cron!r}: {err}", hint="e.g. --cron '0 3 * * *' (03:00 daily)") from err
+
+
+def serve(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME) -> None:
+    """Serve the deployment until interrupted: each scheduled run is a `flywheel_run` in this process."""
+    from prefect import serve as prefect_serve
+
+    prefect_serve(deployment(cfg, cron, name=name))

@@ -1,0 +1,72 @@
+"""Held-out transfer: accuracy on problems not in the library, with vs without `near` grafts.
+
+Both passes see the same problems with the same seeds and budget, and neither deposits, so the
+only difference is the graft. The interval is Wilson's 95% score interval.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from flows import runtime
+from flows.flywheel import RunConfig, flywheel_run, new_run_id
+from flywheel import config
+from flywheel.errors import DepositRefusedError, InputError
+from flywheel.problemsets import load_problem_set
+
+
+def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (95% by default); (0, 1) when n is 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def seed_library(cfg: RunConfig, spec: str, deposited_by: str = "curator:eval") -> int:
+    """Deposit the curated solutions of `spec` (each needs a solution and reference); returns how many."""
+    eng = runtime.engine(cfg.model)
+    lib = runtime.library(cfg.library, config.database_url(config.library_root(cfg.library), cfg.db_url))
+    count = 0
+    for p in load_problem_set(spec).problems:
+        if not p.solution or not p.reference:
+            raise InputError(f"library problem {p.id!r} has no curated solution and reference to deposit",
+                             hint="use champ, a gen: family, or a file with solution and reference columns")
+        try:
+            lib.deposit(eng, p, p.solution, p.reference, deposited_by=deposited_by)
+            count += 1
+        except DepositRefusedError:
+            continue
+    return count
+
+
+def heldout_eval(cfg: RunConfig, library_set: str | None) -> dict[str, Any]:
+    """Deposit `library_set` (if given), then run `cfg.problems` without and with grafts; accuracies and intervals."""
+    deposited = seed_library(cfg, library_set) if library_set else 0
+    tag = new_run_id()
+    base = flywheel_run(cfg.model_copy(update={"no_graft": True, "deposit": False, "run_id": f"{tag}-base"}))
+    graft = flywheel_run(cfg.model_copy(update={"no_graft": False, "deposit": False, "run_id": f"{tag}-graft"}))
+    with_by = {r["problem_id"]: r for r in graft["results"]}
+    rows = []
+    for r in base["results"]:
+        g = with_by[r["problem_id"]]
+        rows.append({"problem_id": r["problem_id"], "without": r["verified"], "with": g["verified"],
+                     "route": g["route"], "grafted_artifact": g["grafted_artifact"]})
+    n = len(rows)
+
+    def arm(key: str, summary: dict[str, Any]) -> dict[str, Any]:
+        k = sum(row[key] for row in rows)
+        lo, hi = wilson(k, n)
+        return {"correct": k, "n": n, "accuracy": k / n if n else 0.0, "ci95": [lo, hi],
+                "decode_tokens": summary["totals"]["decode_tokens"], "run_id": summary["run_id"]}
+
+    return {"problems": cfg.problems, "library_set": library_set, "deposited": deposited,
+            "budget": cfg.budget, "seed": cfg.seed, "attempts": cfg.attempts,
+            "without_graft": arm("without", base), "with_graft": arm("with", graft),
+            "routes": {k: sum(row["route"] == k for row in rows) for k in ("exact", "near", "none")},
+            "only_with": sum(row["with"] and not row["without"] for row in rows),
+            "only_without": sum(row["without"] and not row["with"] for row in rows),
+            "results": rows}

@@ -1,0 +1,195 @@
+"""`flywheel run`, `serve`, `eval` and `demo`: flywheel passes as Prefect flows."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from flywheel.cli.common import echo_json, settings_of
+
+#: Options left unset take the flow's defaults (`flows.flywheel.RunConfig`), the one source of truth;
+#: flows are imported lazily so `flywheel --help` stays fast.
+_BUDGET_HELP = "Decode-token budget per attempt (default: RunConfig's, 160)."
+
+
+def _quiet_prefect() -> None:
+    """Prefect logs every task run at INFO; a CLI user wants our progress bar and summary."""
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[None]:
+    from flows import runtime
+
+    if not enabled:
+        yield
+        return
+    bar: Any = None
+
+    def hook(done: int, total: int, problem_id: str) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label="solving", file=click.get_text_stream("stderr"),
+                                    item_show_func=lambda _: problem_id, show_pos=True)
+            bar.__enter__()
+        bar.update(1)
+
+    runtime.progress_hook = hook
+    try:
+        yield
+    finally:
+        runtime.progress_hook = None
+        if bar is not None:
+            bar.__exit__(None, None, None)
+
+
+def _config(ctx: click.Context, **kw: Any) -> Any:
+    _quiet_prefect()
+    from flows.flywheel import RunConfig
+
+    s = settings_of(ctx)
+    return RunConfig(model=s.model, library=str(s.library), db_url=s.db_url,
+                     **{k: v for k, v in kw.items() if v is not None})
+
+
+def _summary_lines(summary: dict[str, Any]) -> list[str]:
+    t = summary["totals"]
+    routes = {k: sum(r["route"] == k for r in summary["results"]) for k in ("exact", "near", "none")}
+    exhausted = sum(r["budget_exhausted"] for r in summary["results"])
+    refused = sum(len(r["refused_grafts"]) for r in summary["results"])
+    lines = [f"run {summary['run_id']}: {t['verified']}/{t['problems']} verified; routes exact {routes['exact']}, "
+             f"near {routes['near']}, none {routes['none']}",
+             f"tokens: {t['decode_tokens']:,} decode, {t['prefill_tokens']:,} prefill, "
+             f"{t['restored_tokens']:,} restored from grafts; {exhausted} budget-exhausted; {refused} grafts refused"]
+    for row in summary.get("skipped_rows", []):
+        lines.append(f"skipped {row}")
+    return lines
+
+
+@click.command("run")
+@click.option("--problems", "problems", required=True, help="champ, a .jsonl/.csv/.parquet file, or gen:linear?n=50&seed=1.")
+@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
+@click.option("--run-budget", type=click.IntRange(min=0), default=None, help="Decode-token budget for the whole run.")
+@click.option("--attempts", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Attempts per problem (more than 1 samples with seeds).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Base sampling seed.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N problems.")
+@click.option("--no-graft", is_flag=True, help="Never graft: solve every problem from the plain prompt.")
+@click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
+@click.option("--run-id", default=None, help="Resume this run: attempts already recorded are skipped.")
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
+@click.pass_context
+def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int | None, attempts: int, seed: int,
+        limit: int | None, no_graft: bool, no_deposit: bool, run_id: str | None, as_json: bool) -> None:
+    """One flywheel pass: route, attempt under budget, verify, deposit, record.
+
+    \b
+    Example:
+      flywheel run --problems 'gen:linear?n=5&seed=1' --budget 64 --json
+    """
+    cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
+                  limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id)
+    from flows.flywheel import flywheel_run
+
+    with _progress(True):
+        summary = flywheel_run(cfg)
+    for line in _summary_lines(summary):
+        click.echo(line, err=as_json)
+    if as_json:
+        echo_json(summary)
+
+
+@click.command("serve")
+@click.option("--problems", "problems", required=True, help="The problem set each scheduled run works through.")
+@click.option("--cron", required=True, help="Cron schedule, e.g. '0 3 * * *'.")
+@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
+@click.option("--attempts", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--name", default="flywheel", show_default=True, help="Deployment name.")
+@click.pass_context
+def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, attempts: int, name: str) -> None:
+    """Serve a scheduled deployment of the flywheel (Prefect `serve` on a cron schedule).
+
+    \b
+    Example:
+      flywheel serve --problems champ --cron '0 3 * * *' --budget 160
+    """
+    cfg = _config(ctx, problems=problems, budget=budget, attempts=attempts)
+    from flows.deploy import serve as serve_deployment
+
+    serve_deployment(cfg, cron, name=name)
+
+
+@click.command("eval")
+@click.option("--problems", "library_set", default=None,
+              help="Set whose curated solutions are deposited first (e.g. gen:linear?n=20&seed=1).")
+@click.option("--heldout", required=True, help="Held-out set evaluated with and without near grafts.")
+@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
+@click.option("--attempts", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N held-out problems.")
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
+@click.pass_context
+def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: int | None, attempts: int, seed: int,
+             limit: int | None, as_json: bool) -> None:
+    """Held-out transfer: accuracy with vs without near grafts, same problems and seeds, 95% Wilson interval.
+
+    \b
+    Example:
+      flywheel eval --problems 'gen:linear?n=10&seed=1' --heldout 'gen:linear?n=10&seed=2' --budget 96
+    """
+    cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit)
+    from flows.evaluate import heldout_eval
+
+    with _progress(True):
+        out = heldout_eval(cfg, library_set)
+    for arm in ("without_graft", "with_graft"):
+        a = out[arm]
+        click.echo(f"{arm.replace('_', ' ')}: {a['correct']}/{a['n']} = {a['accuracy']:.1%} "
+                   f"(95% CI {a['ci95'][0]:.1%}-{a['ci95'][1]:.1%}), {a['decode_tokens']:,} decode tokens",
+                   err=as_json)
+    click.echo(f"routes {out['routes']}; solved only with graft {out['only_with']}, only without {out['only_without']}",
+               err=as_json)
+    if as_json:
+        echo_json(out)
+
+
+@click.command("demo")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the demo library goes (default: a fresh temporary directory).")
+@click.option("--budget", type=click.IntRange(min=1), default=None, help=_BUDGET_HELP)
+@click.option("--champ", "n_champ", type=click.IntRange(min=1), default=6, show_default=True, help="CHAMP problems.")
+@click.option("--linear", "n_linear", type=click.IntRange(min=0), default=4, show_default=True,
+              help="gen:linear problems.")
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
+@click.pass_context
+def demo(ctx: click.Context, workdir: Path | None, budget: int | None, n_champ: int, n_linear: int, as_json: bool) -> None:
+    """The flywheel end to end: pass 1 without knowledge, curated CHAMP deposits, pass 2 from grafts.
+
+    \b
+    Example:
+      flywheel demo            # ~5 min on 2 CPU cores with the default model
+    """
+    _quiet_prefect()
+    from flows.demo import describe, run_demo
+
+    s = settings_of(ctx)
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="flywheel-demo-"))
+    with _progress(True):
+        out = run_demo(workdir, model=s.model, champ=n_champ, linear=n_linear,
+                       **({"budget": budget} if budget is not None else {}))
+    for line in describe(out):
+        click.echo(line, err=as_json)
+    report = ctx.find_root().command.commands.get("report")  # type: ignore[attr-defined]
+    if report is not None and not as_json:
+        click.echo("")
+        ctx.find_root().command.main(["--library", out["library"], "report"],  # type: ignore[attr-defined]
+                                     standalone_mode=False)
+    if as_json:
+        echo_json({k: v for k, v in out.items()})

@@ -1,0 +1,101 @@
+"""Read user tables (JSONL, CSV, Parquet) row by row, keeping each row's line number.
+
+A bad row never stops a batch: it comes back as a `BadRow` with its line and the reason, so
+the caller can process the good rows and report each bad one.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flywheel.errors import InputError
+
+#: A cell longer than this is refused (a pasted book is not a problem statement).
+MAX_CELL_CHARS = 200_000
+
+
+@dataclass(frozen=True)
+class BadRow:
+    line: int
+    reason: str
+
+
+def read_table(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]] | BadRow]:
+    """Yield `(line, row)` for good rows and `BadRow` for bad ones; `line` is 1-based (data rows for Parquet).
+
+    Raises:
+        InputError: the file is missing or its format is not JSONL, CSV or Parquet.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no such file: {path}", hint="give a .jsonl, .csv or .parquet file")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        rows: Iterator[tuple[int, Any]] = _jsonl(path)
+    elif suffix == ".csv":
+        rows = _csv(path)
+    elif suffix in (".parquet", ".pq"):
+        rows = _parquet(path)
+    else:
+        raise InputError(f"unsupported file type {suffix!r} for {path}", hint="use .jsonl, .csv or .parquet")
+    for line, raw in rows:
+        if isinstance(raw, BadRow):
+            yield raw
+            continue
+        problem = _clean(raw, required)
+        yield BadRow(line, problem) if isinstance(problem, str) else (line, problem)
+
+
+def _clean(raw: Any, required: Sequence[str]) -> dict[str, str] | str:
+    if not isinstance(raw, dict):
+        return "row is not an object with named fields"
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if value is None or (isinstance(value, float) and value != value):  # NaN from pandas
+            continue
+        if not isinstance(value, (str, int, float)):
+            return f"field {key!r} is not text"
+        text = str(value)
+        if len(text) > MAX_CELL_CHARS:
+            return f"field {key!r} is {len(text):,} characters (limit {MAX_CELL_CHARS:,})"
+        out[str(key)] = text
+    missing = [f for f in required if not out.get(f, "").strip()]
+    if missing:
+        return f"missing required field(s): {', '.join(missing)}"
+    return out
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                yield line, json.loads(text)
+            except json.JSONDecodeError as err:
+                yield line, BadRow(line, f"not valid JSON: {err.msg}")
+
+
+def _csv(path: Path) -> Iterator[tuple[int, Any]]:
+    with path.open(encoding="utf-8", errors="replace", newline="") as fh:
+        reader = csv.DictReader(fh)
+        for row in reader:
+            if None in row:
+                yield reader.line_num, BadRow(reader.line_num, "more cells than header columns")
+                continue
+            yield reader.line_num, row
+
+
+def _parquet(path: Path) -> Iterator[tuple[int, Any]]:
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as err:  # pyarrow raises several types for a damaged file
+        raise InputError(f"{path} is not a readable Parquet file: {err}") from err
+    yield from enumerate(frame.to_dict(orient="records"), start=1)

@@ -1,0 +1,152 @@
+"""`flywheel_run` end to end on tiny seeded models and a real temporary SQLite library."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows import RunConfig, flywheel_run, runtime
+from flywheel import config
+from flywheel.engine import Engine
+from flywheel.errors import InputError
+from flywheel.library import Library
+from flywheel.problemsets import Problem, load_problem_set
+from flywheel.prompts import attempt_suffix, plain_prompt
+
+PROBLEMS = [
+    {"id": "lin-a", "problem": "Solve for x: 3x + 8 = 35.", "reference": "9",
+     "solution": "Subtract 8: 3x = 27. Divide by 3: x = 9."},
+    {"id": "lin-b", "problem": "Solve for x: 2x + 1 = 7.", "reference": "3",
+     "solution": "Subtract 1: 2x = 6. Divide by 2: x = 3."},
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dirs: dict[str, Path], tiny_gemma: Engine) -> str:
+    name = str(tiny_dirs["gemma3"])
+    runtime.register_engine(name, tiny_gemma)
+    return name
+
+
+@pytest.fixture
+def set_file(tmp_path: Path) -> Path:
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
+    return path
+
+
+def open_lib(root: Path) -> Library:
+    return runtime.library(str(root), config.database_url(root))
+
+
+def _cfg(model: str, lib: Path, problems: Path | str, **kw: object) -> RunConfig:
+    return RunConfig(problems=str(problems), model=model, library=str(lib), **kw)  # type: ignore[arg-type]
+
+
+def _curate(model: str, lib: Path, problems: list[Problem]) -> list[str]:
+    lib_ = open_lib(lib)
+    eng = runtime.engine(model)
+    return [lib_.deposit(eng, p, p.solution or "", p.reference or "", deposited_by="curator:test").artifact_sha256
+            for p in problems]
+
+
+def test_first_pass_routes_none_then_curated_deposits_are_grafted_exactly(tiny: str, lib_dir: Path,
+                                                                          set_file: Path, tiny_gemma: Engine) -> None:
+    first = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=6))
+    assert [r["route"] for r in first["results"]] == ["none", "none"]
+    assert all(r["grafted_artifact"] is None and r["restored_tokens"] == 0 for r in first["results"])
+    assert first["flow_run_id"] and first["run_id"].startswith("run-")
+
+    shas = _curate(tiny, lib_dir, load_problem_set(str(set_file)).problems)
+    second = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=6))
+    assert second["run_id"] != first["run_id"]
+    assert [r["route"] for r in second["results"]] == ["exact", "exact"]
+    assert [r["grafted_artifact"] for r in second["results"]] == shas
+    for r, p in zip(second["results"], PROBLEMS, strict=True):
+        assert r["restored_tokens"] > 20            # the worked example came from the graft ...
+        asked = tiny_gemma.encode(attempt_suffix(p["problem"], "answer"), bos=False)
+        assert r["prefill_tokens"] == len(asked)    # ... only the new question was prefilled
+        assert r["refused_grafts"] == []
+
+
+def test_verified_new_solution_is_deposited_by_the_flow_run_and_recurs_exactly(scripted: str, lib_dir: Path,
+                                                                               set_file: Path) -> None:
+    first = flywheel_run(_cfg(scripted, lib_dir, set_file, budget=16))
+    a = {r["problem_id"]: r for r in first["results"]}
+    assert a["lin-a"]["verified"] and a["lin-a"]["answer"] == "9"
+    assert not a["lin-b"]["verified"]                # scripted "9" is wrong for 2x + 1 = 7
+    lib = open_lib(lib_dir)
+    arts = lib.catalog.list_artifacts()
+    assert len(arts) == 1                            # only the verified one was deposited
+    sol = lib.catalog.get_solution(arts[0].solution_id)
+    assert sol is not None and sol.deposited_by == first["flow_run_id"]
+
+    second = flywheel_run(_cfg(scripted, lib_dir, set_file, budget=16))
+    b = {r["problem_id"]: r for r in second["results"]}
+    assert b["lin-a"]["route"] == "exact" and b["lin-a"]["grafted_artifact"] == arts[0].sha256
+    assert b["lin-a"]["verified"] and b["lin-a"]["decode_tokens"] <= 2   # "9", "\n"
+    assert len(lib.catalog.list_artifacts()) == 1    # a recurrence is not deposited again
+
+
+def test_rerun_with_the_same_run_id_does_no_new_attempts(tiny: str, lib_dir: Path, set_file: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    first = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=5, attempts=2, seed=3))
+    rows = open_lib(lib_dir).catalog.attempts_for_run(first["run_id"])
+    assert sorted((a.problem_id, a.attempt_index) for a in rows) == [("lin-a", 0), ("lin-a", 1),
+                                                                     ("lin-b", 0), ("lin-b", 1)]
+    assert {a.seed for a in rows} == {3, 4}          # sampled attempts carry their seeds
+
+    def no_model(*a: object, **k: object) -> None:
+        raise AssertionError("a resumed run attempted a problem again")
+
+    monkeypatch.setattr("flows.tasks.run_attempt", no_model)
+    again = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=5, attempts=2, seed=3, run_id=first["run_id"]))
+    assert len(open_lib(lib_dir).catalog.attempts_for_run(first["run_id"])) == 4
+    assert again["results"] == first["results"]
+    assert again["run_id"] == first["run_id"]
+
+
+def test_resuming_a_run_over_another_problem_set_is_refused(tiny: str, lib_dir: Path, set_file: Path) -> None:
+    first = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1))
+    with pytest.raises(InputError, match="was over problem set"):
+        flywheel_run(_cfg(tiny, lib_dir, "gen:linear?n=2&seed=1", budget=2, run_id=first["run_id"]))
+
+
+def test_budget_exhaustion_is_a_recorded_outcome(tiny: str, lib_dir: Path, set_file: Path) -> None:
+    out = flywheel_run(_cfg(tiny, lib_dir, "gen:linear?n=3&seed=1", budget=4, run_budget=6))
+    rows = out["results"]
+    assert [r["decode_tokens"] for r in rows] == [4, 2, 0]   # the run budget runs dry on the third
+    assert all(r["budget_exhausted"] and not r["verified"] for r in rows)
+    assert rows[2]["prefill_tokens"] == 0                    # no model work once the budget is spent
+    recorded = open_lib(lib_dir).catalog.attempts_for_run(out["run_id"])
+    assert [(a.budget, a.budget_exhausted) for a in recorded] == [(4, True), (2, True), (0, True)]
+
+
+def test_corrupted_artifact_is_refused_with_its_reason_and_the_attempt_runs_ungrafted(
+        tiny: str, lib_dir: Path, set_file: Path, tiny_gemma: Engine) -> None:
+    problems = load_problem_set(str(set_file)).problems
+    (sha,) = _curate(tiny, lib_dir, problems[:1])
+    path = open_lib(lib_dir).store.path_for(sha)  # type: ignore[attr-defined]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+
+    out = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=3, limit=1))
+    (r,) = out["results"]
+    assert r["route"] == "exact" and r["grafted_artifact"] is None
+    (refusal,) = r["refused_grafts"]
+    assert refusal["artifact"] == sha
+    assert "Integrity" in refusal["reason"] or "hash" in refusal["reason"].lower()
+    assert r["restored_tokens"] == 0
+    assert r["prefill_tokens"] == len(tiny_gemma.encode(plain_prompt(problems[0].text, "solve")))
+    assert r["decode_tokens"] == 3
+
+
+def test_no_graft_never_routes(tiny: str, lib_dir: Path, set_file: Path) -> None:
+    _curate(tiny, lib_dir, load_problem_set(str(set_file)).problems)
+    out = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, no_graft=True, deposit=False))
+    assert [r["route"] for r in out["results"]] == ["none", "none"]
+    assert all(r["restored_tokens"] == 0 for r in out["results"])
