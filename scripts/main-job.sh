@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# The main job on the embedded defaults (what `make run` runs after installing and preparing).
+# The main job on the embedded defaults (what `make run` runs after installing and preparing):
+# one check of the exactness claim, then a real flywheel on the default model and its report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FLYWHEEL=./.venv/bin/flywheel
+export PREFECT_HOME="${PREFECT_HOME:-$PWD/library/runs/prefect-home}"   # Prefect's temporary local server
+WORKDIR="library/runs/demo-$(date -u +%Y%m%dT%H%M%SZ)"
+
 echo "== 1. Byte-exact graft on the default model (own position, past the 512-token window; shifted control)"
-$FLYWHEEL verify-graft --samples 6 --prefix-tokens 35 600 1200 --offset 3
+$FLYWHEEL verify-graft --samples 3 --prefix-tokens 35 600 1200 --offset 3
 echo
-echo "== 2. Restoring a 2,048-token artifact from disk vs recomputing its prefill"
-./.venv/bin/python bench/graft_vs_prefill.py --tokens 2048
+echo "== 2. The flywheel: pass 1 with an empty library, curated CHAMP solutions deposited, pass 2 from grafts"
+echo "   (library and catalog in $WORKDIR; ~5 minutes on 2 CPU cores)"
+$FLYWHEEL demo --workdir "$WORKDIR"
+$FLYWHEEL --library "$WORKDIR/library" report --format csv --plot "$WORKDIR/report.png" > "$WORKDIR/report.csv"
+echo
+echo "Report rows: $WORKDIR/report.csv; plot: $WORKDIR/report.png"
+echo "Explore it: $FLYWHEEL --library $WORKDIR/library report --format md"
+echo "            $FLYWHEEL --library $WORKDIR/library library ls"

@@ -7,7 +7,6 @@ import json
 import click
 
 from flywheel.cli.common import echo_json, settings_of
-from flywheel.engine import Engine, EngineSettings
 
 DEFAULT_SAMPLES = 50
 #: Lengths cycled through by the samples: below, at and well past Gemma 3's 512-token window.
@@ -37,6 +36,7 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
       flywheel verify-graft --samples 8 --prefix-tokens 64 1200 2048 --offset 3 --json
     """
     from flywheel import verify_graft as vg
+    from flywheel.engine import Engine, EngineSettings
 
     lengths = list(prefix_tokens) + list(more_prefix_tokens) or list(DEFAULT_PREFIX_TOKENS)
     settings = settings_of(ctx)
@@ -79,6 +79,8 @@ def prepare_model(ctx: click.Context, as_json: bool) -> None:
     Example:
       flywheel --model smollm2-135m prepare-model --json
     """
+    from flywheel.engine import Engine
+
     engine = Engine.load(settings_of(ctx).model)
     fp = engine.fingerprint
     if as_json:
@@ -107,7 +109,7 @@ def graft_command(ctx: click.Context, artifact: str, prompt: str, max_new: int, 
     """
     from pathlib import Path
 
-    from flywheel.engine import StopRule
+    from flywheel.engine import Engine, StopRule
     from flywheel.kv import graft, read_artifact
 
     settings = settings_of(ctx)

@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 
 import click
-from sqlalchemy.engine import make_url
 
 from flywheel.cli.common import settings_of
 from flywheel.errors import LibraryError
-from flywheel.report.render import FORMATS
+from flywheel.report.formats import FORMATS
 
 
 def _require_catalog(db_url: str) -> None:
     """Refuse to report on a SQLite catalog that does not exist (opening it would create one)."""
+    from sqlalchemy.engine import make_url
+
     url = make_url(db_url)
     if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:" \
             and not Path(url.database).is_file():

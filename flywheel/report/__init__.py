@@ -9,9 +9,34 @@ Example:
 
 from __future__ import annotations
 
-from flywheel.report.build import DEFINITIONS, ROW_COLUMNS, SCHEMA, Report, build_report, context_window_of
-from flywheel.report.plots import plot
-from flywheel.report.render import FORMATS, Format, render
+from typing import TYPE_CHECKING, Any
+
+from flywheel.report.formats import FORMATS, Format
+
+if TYPE_CHECKING:
+    from flywheel.report.build import (
+        DEFINITIONS,
+        ROW_COLUMNS,
+        SCHEMA,
+        Report,
+        build_report,
+        context_window_of,
+    )
+    from flywheel.report.plots import plot
+    from flywheel.report.render import render
+
+#: Where each lazily imported name lives (pandas and SQLAlchemy load only when a report is built,
+#: so `flywheel --help` and the other sub-commands start fast).
+_LAZY = {"DEFINITIONS": "build", "ROW_COLUMNS": "build", "SCHEMA": "build", "Report": "build",
+         "build_report": "build", "context_window_of": "build", "plot": "plots", "render": "render"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"flywheel.report.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'flywheel.report' has no attribute {name!r}")
 
 __all__ = ["DEFINITIONS", "FORMATS", "ROW_COLUMNS", "SCHEMA", "Format", "Report", "build_report",
            "context_window_of", "plot", "render"]

@@ -7,14 +7,12 @@ CSV is the savings rows only, full hashes, empty cells for nulls; JSON is the wh
 from __future__ import annotations
 
 import io
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 
 from flywheel.report.build import Report, records
-
-Format = Literal["table", "csv", "json", "md"]
-FORMATS: tuple[Format, ...] = ("table", "csv", "json", "md")
+from flywheel.report.formats import FORMATS, Format
 
 #: What the human-facing formats show of each savings row (the rest stays in CSV/JSON).
 DISPLAY_COLUMNS = ("problem_id", "run_id", "route", "baseline_tokens", "graft_tokens", "tokens_saved",
