@@ -3,7 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
-./.venv/bin/flywheel prepare-model          # the real default model, prepared once per machine
+# The real models, prepared once per machine into the shared model cache (progress shown here
+# rather than inside a test): the default Gemma 3 270M and SmolLM2-135M, the second architecture.
+./.venv/bin/flywheel prepare-model
+./.venv/bin/flywheel --model smollm2-135m prepare-model
 ./.venv/bin/ruff check flywheel verifiers flows tests bench
 
 # A real PostgreSQL server on loopback for tests/deploy (installed from Debian's packages on
