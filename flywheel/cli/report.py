@@ -45,7 +45,7 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | N
     """
     from flywheel.catalog import open_catalog
     from flywheel.report import build_report, plot, render
-    from flywheel.report.render import to_table
+    from flywheel.report.output import to_table
 
     settings = settings_of(ctx)
     _require_catalog(settings.db_url)

@@ -22,13 +22,13 @@ if TYPE_CHECKING:
         build_report,
         context_window_of,
     )
+    from flywheel.report.output import render
     from flywheel.report.plots import plot
-    from flywheel.report.render import render
 
 #: Where each lazily imported name lives (pandas and SQLAlchemy load only when a report is built,
 #: so `flywheel --help` and the other sub-commands start fast).
 _LAZY = {"DEFINITIONS": "build", "ROW_COLUMNS": "build", "SCHEMA": "build", "Report": "build",
-         "build_report": "build", "context_window_of": "build", "plot": "plots", "render": "render"}
+         "build_report": "build", "context_window_of": "build", "plot": "plots", "render": "output"}
 
 
 def __getattr__(name: str) -> Any:
