@@ -2,11 +2,14 @@
 
 Tasks receive names, not objects, and look the heavy objects up here, so a worker holds one
 model in memory however many tasks and flow runs it executes. Model calls are serialized per
-engine by `model_lock` (a torch model is not safe to drive from two threads at once).
+engine by `model_lock` (a torch model is not safe to drive from two threads at once). A Dask
+worker process is such a worker: `engine_loads()` and `worker_id()` let a run report it.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +23,7 @@ _lock = threading.Lock()
 _engines: dict[tuple[str, EngineSettings], Engine] = {}
 _model_locks: dict[int, threading.Lock] = {}
 _libraries: dict[tuple[str, str], Library] = {}
+_engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
 
 #: Called after each problem with (done, total, problem_id); the CLI sets it to drive its progress bar.
 Progress = Callable[[int, int, str], None]
@@ -30,11 +34,23 @@ def engine(model: str, settings: EngineSettings | None = None, *, progress: bool
     """The process's engine for `model` under `settings`, loaded on first use."""
     from flywheel.engine import Engine, EngineSettings
 
+    global _engine_loads
     key = (model, settings or EngineSettings())
     with _lock:
         if key not in _engines:
             _engines[key] = Engine.load(model, key[1], progress=progress)
+            _engine_loads += 1
         return _engines[key]
+
+
+def engine_loads() -> int:
+    """How many models this process has loaded from disk (one per model and settings, ever)."""
+    return _engine_loads
+
+
+def worker_id() -> str:
+    """`host:pid` of this process: which worker did a piece of work."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def register_engine(model: str, eng: Engine, settings: EngineSettings | None = None) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from flywheel.cli.common import echo_json, settings_of
+from flywheel.errors import InputError
 
 #: Options left unset take the flow's defaults (`flows.flywheel.RunConfig`), the one source of truth;
 #: flows are imported lazily so `flywheel --help` stays fast.
@@ -19,9 +20,10 @@ _BUDGET_HELP = "Decode-token budget per attempt (default: RunConfig's, 160)."
 
 
 def _quiet_prefect() -> None:
-    """Prefect logs every task run at INFO; a CLI user wants our progress bar and summary."""
+    """Prefect logs every task run at INFO, Dask every connection; a CLI user wants our progress bar and summary."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # read when distributed is imported
 
 
 @contextmanager
@@ -84,18 +86,35 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("--no-graft", is_flag=True, help="Never graft: solve every problem from the plain prompt.")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
 @click.option("--run-id", default=None, help="Resume this run: attempts already recorded are skipped.")
+@click.option("--task-runner", type=click.Choice(["thread", "dask"]), default=None,
+              help="thread: problems one after another in this process (default); dask: problems in "
+                   "parallel on Dask worker processes, each loading the model once.")
+@click.option("--dask-address", default=None, metavar="URL",
+              help="With --task-runner dask: an existing cluster's scheduler, e.g. tcp://dask-scheduler:8786 "
+                   "(its workers need this library, catalog and PREFECT_API_URL). Default: a temporary local cluster.")
+@click.option("--dask-workers", type=click.IntRange(min=1), default=None,
+              help="With --task-runner dask: worker processes of the temporary local cluster (default: RunConfig's, 2).")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int | None, attempts: int, seed: int,
-        limit: int | None, no_graft: bool, no_deposit: bool, run_id: str | None, as_json: bool) -> None:
+        limit: int | None, no_graft: bool, no_deposit: bool, run_id: str | None, task_runner: str | None,
+        dask_address: str | None, dask_workers: int | None, as_json: bool) -> None:
     """One flywheel pass: route, attempt under budget, verify, deposit, record.
 
+    With --task-runner dask, problems run side by side on Dask worker processes; --run-budget
+    is then granted up front in problem order (never overspent, unused tokens not passed on).
+
     \b
-    Example:
+    Examples:
       flywheel run --problems 'gen:linear?n=5&seed=1' --budget 64 --json
+      flywheel run --problems 'gen:arith?n=20&seed=3' --task-runner dask --dask-workers 2
     """
+    if (dask_address is not None or dask_workers is not None) and task_runner != "dask":
+        raise InputError("--dask-address and --dask-workers apply only with --task-runner dask",
+                         hint="add --task-runner dask, or drop the --dask-* options")
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
-                  limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id)
+                  limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
+                  dask_address=dask_address, dask_workers=dask_workers)
     from flows.flywheel import flywheel_run
 
     with _progress(True):
