@@ -14,6 +14,8 @@ import re
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 
 _FINAL = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)\s*:?\s*(.+)", re.I | re.S)
+#: An answer marker with nothing after it: the text was cut off before the answer (a spent budget).
+_DANGLING = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)?\s*:?\s*$", re.I)
 _THERE_ARE = re.compile(
     r"\bthere (?:are|is|exist|exists|were)\s+(?:a total of\s+|exactly\s+|only\s+)?"
     r"(\$[^$]+\$|" + _NUMBER + r")(?=[\s.,;$]|$)", re.I)
@@ -101,6 +103,8 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
         ans = _unwrap(_first_sentence(finals[-1].group(1)))
         if ans:
             return ans
+    if _DANGLING.search(text):
+        return None
     there = list(_THERE_ARE.finditer(text))
     if there:
         return _unwrap(there[-1].group(1))

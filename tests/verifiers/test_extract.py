@@ -34,6 +34,12 @@ def test_extract(text: str, expected: str) -> None:
     assert extract_answer(text) == expected
 
 
+@pytest.mark.parametrize("text", ["9\nFinal answer: ", "so x = 9. Final answer:", "The answer is", "Answer ="])
+def test_an_answer_cut_off_by_the_budget_is_no_answer(text: str) -> None:
+    """A solution that stopped right after its answer marker states nothing (not the marker itself)."""
+    assert extract_answer(text) is None
+
+
 def test_last_number_is_a_mode_not_a_default() -> None:
     text = "We looked at 3 cases and then at 7 more, but the argument did not finish in time"
     assert extract_answer(text) is None
