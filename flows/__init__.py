@@ -14,6 +14,6 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # past Prefect's 20 s default when the machine is loaded.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 
-from flows.flywheel import RunConfig, flywheel_run  # noqa: E402
+from flows.run import RunConfig, flywheel_run  # noqa: E402
 
 __all__ = ["RunConfig", "flywheel_run"]

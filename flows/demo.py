@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from flows import runtime
-from flows.flywheel import RunConfig, flywheel_run, new_run_id
+from flows.run import RunConfig, flywheel_run, new_run_id
 from flywheel import config
 from flywheel.problemsets import Problem, generate, load_champ
 

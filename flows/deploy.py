@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows.flywheel import RunConfig, flywheel_run
+from flows.run import RunConfig, flywheel_run
 from flywheel.errors import InputError
 
 DEPLOYMENT_NAME = "flywheel"

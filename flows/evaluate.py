@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from flows import runtime
-from flows.flywheel import RunConfig, flywheel_run, new_run_id
+from flows.run import RunConfig, flywheel_run, new_run_id
 from flywheel import config
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import load_problem_set

@@ -14,7 +14,7 @@ import click
 from flywheel.cli.common import echo_json, settings_of
 from flywheel.errors import InputError
 
-#: Options left unset take the flow's defaults (`flows.flywheel.RunConfig`), the one source of truth;
+#: Options left unset take the flow's defaults (`flows.run.RunConfig`), the one source of truth;
 #: flows are imported lazily so `flywheel --help` stays fast.
 _BUDGET_HELP = "Decode-token budget per attempt (default: RunConfig's, 160)."
 
@@ -54,7 +54,7 @@ def _progress(enabled: bool) -> Iterator[None]:
 
 def _config(ctx: click.Context, **kw: Any) -> Any:
     _quiet_prefect()
-    from flows.flywheel import RunConfig
+    from flows.run import RunConfig
 
     s = settings_of(ctx)
     return RunConfig(model=s.model, library=str(s.library), db_url=s.db_url,
@@ -115,7 +115,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
                   limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers)
-    from flows.flywheel import flywheel_run
+    from flows.run import flywheel_run
 
     with _progress(True):
         summary = flywheel_run(cfg)

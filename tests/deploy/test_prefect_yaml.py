@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +12,7 @@ import pytest
 import yaml
 
 from flows.deploy import DEPLOYMENT_NAME
-from flows.flywheel import RunConfig, flywheel_run
+from flows.run import RunConfig, flywheel_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,13 +24,17 @@ def deployment() -> dict[str, Any]:
     return dep
 
 
-def test_entrypoint_is_the_flywheel_flow(deployment: dict[str, Any]) -> None:
-    from prefect.flows import load_flow_from_entrypoint
-
-    path, name = deployment["entrypoint"].split(":")
+def test_entrypoint_loads_as_a_script_in_a_fresh_interpreter(deployment: dict[str, Any]) -> None:
+    """As a worker loads it: the script's folder goes first on sys.path, so no module there may
+    shadow a package the flow imports (a `flows/flywheel.py` once shadowed `flywheel`)."""
+    path, _ = deployment["entrypoint"].split(":")
     assert (REPO / path).is_file()
-    flow = load_flow_from_entrypoint(str(REPO / path) + ":" + name)
-    assert flow.name == flywheel_run.name
+    code = ("import sys; from prefect.flows import load_flow_from_entrypoint; "
+            "print(load_flow_from_entrypoint(sys.argv[1]).name)")
+    proc = subprocess.run([sys.executable, "-c", code, deployment["entrypoint"]], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PREFECT_LOGGING_LEVEL": "ERROR"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == flywheel_run.name
     assert deployment["name"] == DEPLOYMENT_NAME
 
 

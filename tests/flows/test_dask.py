@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from flows import RunConfig, flywheel_run, runtime
-from flows.flywheel import grant_budgets
+from flows.run import grant_budgets
 from flywheel import config
 from flywheel.errors import InputError
 from flywheel.library import Library
