@@ -33,6 +33,8 @@ test: install
 
 bench: install
 	$(PY) bench/graft_vs_prefill.py --tokens 256 1024 2048
+	$(PY) bench/context.py --target-tokens 500000 --models tiny
+	$(PY) bench/overhead.py
 
 lint: install
 	$(VENV)/bin/ruff check flywheel verifiers flows tests bench

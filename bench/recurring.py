@@ -1,0 +1,169 @@
+"""Recurring problems: decode tokens, wall time and energy without vs with a graft, same budget, one run.
+
+On the real default model, N CHAMP problems are run through the flywheel flow (`flywheel_run`)
+twice at the same per-problem decode budget:
+
+1. without grafts (`no_graft=True`, and no self-deposits, so pass 2 sees only the curated ones);
+2. after depositing each problem's curated worked solution (`Library.deposit`), with grafts: the
+   router finds the exact recurrence and the model answers on top of the restored state.
+
+Each pass is metered by `flywheel.energy.EnergyMeter`, whose source is printed with every
+figure (`estimate` = this process's CPU seconds x a configured wattage: a model, not a
+measurement; `rapl`/`nvml` are counters). The ratios are printed next to the reference paper's
+(8 problems: 401,026 budget tokens -> 61 decode tokens = 6,574x; about 8,700x less energy).
+"budget tokens" = problems x budget, the reference's own baseline; decode tokens actually spent
+without a graft are printed beside it. A throwaway flow run first starts Prefect's temporary
+server, so neither pass pays its start-up.
+
+    python bench/recurring.py                        # 4 problems, budget 160, gemma3-270m
+    python bench/recurring.py --problems 8 --budget 160 --json
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+# Run as `python bench/x.py`, this directory is sys.path[0] and bench/verifiers.py would shadow
+# the `verifiers` package that attempts and deposits import: take it off the path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+if not os.environ.get("PREFECT_API_URL"):  # Prefect's temporary server, never the user's ~/.prefect
+    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="flywheel-bench-prefect-"))
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+from flows import RunConfig, flywheel_run, runtime  # noqa: E402
+from flows.demo import write_set  # noqa: E402
+from flywheel import config  # noqa: E402
+from flywheel.energy import EnergyMeter, Reading  # noqa: E402
+from flywheel.problemsets import load_champ  # noqa: E402
+
+REFERENCE = {"problems": 8, "budget_tokens": 401_026, "decode_tokens": 61, "token_factor": 6_574,
+             "energy_factor": 8_700}
+DEFAULT_PROBLEMS = 4
+DEFAULT_BUDGET = 160
+
+
+def metered(meter: EnergyMeter, fn: Any) -> tuple[Any, Reading, float]:
+    """Run `fn()` under the meter: (result, energy reading, wall seconds)."""
+    t0 = time.perf_counter()
+    meter.start()
+    out = fn()
+    reading = meter.stop()
+    return out, reading, time.perf_counter() - t0
+
+
+def ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    model = config.model_name(args.model)
+    problems = load_champ()[args.offset:args.offset + args.problems]
+    with tempfile.TemporaryDirectory(prefix="recurring-bench-", dir=args.workdir) as tmp:
+        root = Path(tmp)
+        spec = str(write_set(problems, root / "set.jsonl"))
+        library = str(root / "library")
+        engine = runtime.engine(model)
+        meter = EnergyMeter(device=engine.settings.device)
+        # Start Prefect's temporary server on a throwaway library (budget 0: no model call).
+        flywheel_run(RunConfig(problems=spec, budget=0, limit=1, deposit=False, model=model,
+                               library=str(root / "warm-up")))
+        base = RunConfig(problems=spec, budget=args.budget, model=model, library=library)
+        tag = f"bench-recurring-{time.strftime('%Y%m%dT%H%M%S')}"
+        pass1, e1, w1 = metered(meter, lambda: flywheel_run(base.model_copy(
+            update={"run_id": f"{tag}-nograft", "no_graft": True, "deposit": False})))
+        lib = runtime.library(library, config.database_url(Path(library)))
+        deposits, e_dep, w_dep = metered(meter, lambda: [
+            lib.deposit(engine, p, p.solution or "", p.reference or "", deposited_by="curator:bench")
+            for p in problems])
+        pass2, e2, w2 = metered(meter, lambda: flywheel_run(base.model_copy(update={"run_id": f"{tag}-graft"})))
+        runtime.close_libraries()
+    by2 = {r["problem_id"]: r for r in pass2["results"]}
+    rows = []
+    for r1 in pass1["results"]:
+        r2 = by2[r1["problem_id"]]
+        rows.append({"problem_id": r1["problem_id"], "reference": next(p.reference for p in problems if p.id == r1["problem_id"]),
+                     "nograft_decode": r1["decode_tokens"], "nograft_answer": r1["answer"], "nograft_verified": r1["verified"],
+                     "graft_decode": r2["decode_tokens"], "graft_restored": r2["restored_tokens"],
+                     "graft_prefill": r2["prefill_tokens"], "graft_route": r2["route"], "graft_answer": r2["answer"],
+                     "graft_verified": r2["verified"], "nograft_s": r1["wall_seconds"], "graft_s": r2["wall_seconds"]})
+    t1, t2 = pass1["totals"], pass2["totals"]
+    budget_tokens = args.budget * len(problems)
+    return {
+        "model": engine.fingerprint.model, "fingerprint": engine.fingerprint.digest, "device": engine.fingerprint.device_name,
+        "cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "problems": len(problems), "budget": args.budget,
+        "problem_set_hash": pass1["problem_set_hash"], "energy_source": e1.source, "rows": rows,
+        "nograft": {"decode_tokens": t1["decode_tokens"], "prefill_tokens": t1["prefill_tokens"], "verified": t1["verified"],
+                    "wall_s": w1, "flow_wall_s": pass1["timing"]["wall_seconds"], "model_s": pass1["timing"]["model_seconds"],
+                    "joules": e1.joules, "cpu_s": e1.cpu_seconds, "run_id": pass1["run_id"]},
+        "graft": {"decode_tokens": t2["decode_tokens"], "prefill_tokens": t2["prefill_tokens"],
+                  "restored_tokens": t2["restored_tokens"], "verified": t2["verified"], "wall_s": w2,
+                  "flow_wall_s": pass2["timing"]["wall_seconds"], "model_s": pass2["timing"]["model_seconds"],
+                  "joules": e2.joules, "cpu_s": e2.cpu_seconds, "run_id": pass2["run_id"]},
+        "deposit": {"artifacts": [d.artifact_sha256 for d in deposits], "tokens": sum(d.token_count for d in deposits),
+                    "wall_s": w_dep, "joules": e_dep.joules},
+        "budget_tokens": budget_tokens,
+        "ratios": {"budget_tokens_per_graft_decode": ratio(budget_tokens, t2["decode_tokens"]),
+                   "decode_tokens": ratio(t1["decode_tokens"], t2["decode_tokens"]),
+                   "wall": ratio(w1, w2), "model_s": ratio(pass1["timing"]["model_seconds"], pass2["timing"]["model_seconds"]),
+                   "energy": ratio(e1.joules, e2.joules)},
+        "reference": REFERENCE,
+    }
+
+
+def _x(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:,.1f}x"
+
+
+def print_report(r: dict[str, Any]) -> None:
+    print(f"{r['model']} on {r['device']}, {r['cpu_count']} cores (load average {r['load_average'][0]:.1f}); "
+          f"{r['problems']} CHAMP problems, budget {r['budget']} decode tokens each; energy source: {r['energy_source']}")
+    print(f"{'problem':>18} {'ref':>10} | {'no graft: decode':>16} {'answer':>10} {'ok':>5} | "
+          f"{'graft: route':>12} {'restored':>8} {'decode':>6} {'answer':>10} {'ok':>5}")
+    for w in r["rows"]:
+        print(f"{w['problem_id']:>18} {str(w['reference'])[:10]:>10} | {w['nograft_decode']:>16} {str(w['nograft_answer'])[:10]:>10} "
+              f"{str(w['nograft_verified']):>5} | {w['graft_route']:>12} {w['graft_restored']:>8} {w['graft_decode']:>6} "
+              f"{str(w['graft_answer'])[:10]:>10} {str(w['graft_verified']):>5}")
+    a, b, q, ref = r["nograft"], r["graft"], r["ratios"], r["reference"]
+    print(f"{'':>24} {'no graft':>12} {'graft':>12} {'ratio':>10} {'reference':>10}")
+    print(f"{'budget tokens / decode':>24} {r['budget_tokens']:>12,} {b['decode_tokens']:>12,} "
+          f"{_x(q['budget_tokens_per_graft_decode']):>10} {ref['token_factor']:>9,}x")
+    print(f"{'decode tokens':>24} {a['decode_tokens']:>12,} {b['decode_tokens']:>12,} {_x(q['decode_tokens']):>10}")
+    print(f"{'wall s (pass)':>24} {a['wall_s']:>12.1f} {b['wall_s']:>12.1f} {_x(q['wall']):>10}")
+    print(f"{'model s':>24} {a['model_s']:>12.1f} {b['model_s']:>12.1f} {_x(q['model_s']):>10}")
+    print(f"{'energy J (' + r['energy_source'] + ')':>24} {a['joules']:>12.1f} {b['joules']:>12.1f} "
+          f"{_x(q['energy']):>10} {ref['energy_factor']:>9,}x")
+    print(f"{'verified':>24} {a['verified']:>12} {b['verified']:>12}")
+    d = r["deposit"]
+    print(f"one-time deposit of {len(d['artifacts'])} curated solutions: {d['tokens']:,} prefill tokens, "
+          f"{d['wall_s']:.1f} s, {d['joules']:.1f} J ({r['energy_source']})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--problems", type=int, default=DEFAULT_PROBLEMS, help="CHAMP problems (from --offset)")
+    p.add_argument("--offset", type=int, default=0, help="first CHAMP problem")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="decode-token budget per problem, both passes")
+    p.add_argument("--model", default=None, help="model (default FLYWHEEL_MODEL or gemma3-270m)")
+    p.add_argument("--workdir", default=None, help="where the temporary library lives (default: system temp)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    args = p.parse_args(argv)
+    result = run(args)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The benchmarks run end to end on tiny configurations and say what they claim in their JSON."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_bench(script: str, *args: str, tmp_path: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_context_bench_grafts_exact_and_resident_flat(tmp_path: Path) -> None:
+    out = run_bench("context.py", "--target-tokens", "5000", "--window", "1024", "--stride", "256",
+                    "--probe-tokens", "512", "--points", "3", "--checks", "2", "--models", "tiny",
+                    "--zstd-levels", "3", "--workdir", str(tmp_path), tmp_path=tmp_path)
+    assert out["library_tokens"] >= 5000 and out["library_tokens"] > out["window"]
+    assert out["catalog_context"][0]["stored_tokens"] == out["library_tokens"]
+    assert len(out["checks"]) == 2 and out["all_exact"]
+    assert all(c["header_logits_equal"] and c["graft_equals_fresh"] for c in out["checks"])
+    points = out["points"]
+    assert len(points) >= 2 and points[-1]["library_tokens"] > points[0]["library_tokens"]
+    assert len({p["tensor_bytes"] for p in points}) == 1 and out["resident_flat"]
+    assert points[0]["probe_tokens"] == 512
+    tiny = out["models"][0]
+    assert tiny["model"] == "tiny-gemma3" and tiny["bytes_per_token"] > tiny["kv_bytes_per_token_past_window"] > 0
+    assert tiny["zstd"]["zstd3"]["ratio"] >= 1.0
+
+
+def test_graft_bench_restores_exactly_on_tiny_model(capsys: pytest.CaptureFixture[str], tiny_dirs: dict[str, Path]) -> None:
+    # In process (the suite has torch loaded already): the script's main() with small arguments.
+    spec = importlib.util.spec_from_file_location("bench_graft_vs_prefill", ROOT / "bench" / "graft_vs_prefill.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rc = bench.main(["--model", str(tiny_dirs["gemma3"]), "--tokens", "64", "--repeats", "2",
+                     "--prefill-repeats", "1", "--bw-mib", "16", "--json"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rc == 0
+    assert out["exact"] and out["rows"][0]["exact_by_path"] == {"store": True, "file": True, "torch_load": True}
+    assert out["speedup"] > 0 and out["prefill_s"] > 0 and out["restore_s"] > 0
+    assert out["machine"]["memcpy_bytes_per_s"] > 0 and out["machine"]["read_cold_bytes_per_s"] > 0
