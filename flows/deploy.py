@@ -20,8 +20,10 @@ def deployment(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME, timezo
 
     try:
         schedule = Cron(cron, timezone=timezone) if timezone else Cron(cron)
+        # The catalog URL may carry a password and the server stores parameters in the clear:
+        # runs resolve it from FLYWHEEL_DB in the worker's environment instead.
         return flywheel_run.to_deployment(name=name, schedule=schedule,
-                                          parameters={"cfg": cfg.model_dump(mode="json")},
+                                          parameters={"cfg": cfg.model_dump(mode="json", exclude={"db_url"})},
                                           description=f"flywheel pass over {cfg.problems} on {cron!r}")
     except ValueError as err:
         raise InputError(f"invalid cron schedule {cron!r}: {err}", hint="e.g. --cron '0 3 * * *' (03:00 daily)") from err
@@ -29,6 +31,10 @@ def deployment(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME, timezo
 
 def serve(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME) -> None:
     """Serve the deployment until interrupted: each scheduled run is a `flywheel_run` in this process."""
+    import os
+
     from prefect import serve as prefect_serve
 
+    if cfg.db_url:  # served runs are child processes: they read the catalog URL from here
+        os.environ["FLYWHEEL_DB"] = cfg.db_url
     prefect_serve(deployment(cfg, cron, name=name))

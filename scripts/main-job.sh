@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 FLYWHEEL=./.venv/bin/flywheel
 export PREFECT_HOME="${PREFECT_HOME:-$PWD/library/runs/prefect-home}"   # Prefect's temporary local server
 WORKDIR="library/runs/demo-$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$PREFECT_HOME" "$WORKDIR"
 
 echo "== 1. Byte-exact graft on the default model (own position, past the 512-token window; shifted control)"
 $FLYWHEEL verify-graft --samples 3 --prefix-tokens 35 600 1200 --offset 3

@@ -156,7 +156,5 @@ def test_deployment_parameters_carry_no_database_password(served_run: dict[str, 
     password = make_url(served_run["catalog_db"]).password
     assert password
     params = str(served_run["deployment"]["parameters"])
-    if password in params:
-        pytest.xfail("`flywheel serve` stores the resolved FLYWHEEL_DB URL (with its password) in the "
-                     "deployment parameters (flows/deploy.py: cfg.model_dump); it should resolve db_url from "
-                     "the worker's environment at run time")
+    assert password not in params
+    assert "db_url" not in served_run["deployment"]["parameters"]["cfg"]
