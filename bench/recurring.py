@@ -26,8 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Run as `python bench/x.py`, this directory is sys.path[0] and bench/verifiers.py would shadow
-# the `verifiers` package that attempts and deposits import: take it off the path.
+# Run as `python bench/x.py`, this directory is sys.path[0]: take it off so that no file here can
+# shadow a package the flows import (bench/verifiers.py once shadowed `verifiers`).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 if not os.environ.get("PREFECT_API_URL"):  # Prefect's temporary server, never the user's ~/.prefect

@@ -1,8 +1,8 @@
 """Verifier benchmark on CHAMP: self-verification, and agreement with Math-Verify on the stored
 model conversations' final answers, with checks per second for both, measured in one run.
 
-    .venv/bin/python bench/verifiers.py                   # 0-Shot conversations of all 4 models
-    .venv/bin/python bench/verifiers.py --settings all    # all 18 prompt settings (slow)
+    .venv/bin/python bench/verifier_agreement.py                   # 0-Shot conversations of all 4 models
+    .venv/bin/python bench/verifier_agreement.py --settings all    # all 18 prompt settings (slow)
 
 Math-Verify is a dev-only comparison (`pip install math-verify`); the verifier never imports it.
 """
