@@ -1,0 +1,27 @@
+"""`flywheel demo` (what `make run` runs) end to end on the tiny model: two passes, deposits, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.conftest import Run
+
+
+def test_demo_runs_two_passes_and_grafts_the_recurring_problems(flywheel: Run, tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    proc = flywheel("demo", "--workdir", str(workdir), "--champ", "2", "--linear", "1", "--budget", "6", "--json",
+                    check=True, timeout=900)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(out["curated"]) == 2 and len(out["curated_ids"]) == 2
+    first = {r["problem_id"]: r for r in out["pass1"]["results"]}
+    second = {r["problem_id"]: r for r in out["pass2"]["results"]}
+    assert set(first) == set(second) and len(first) == 3
+    assert {r["route"] for r in first.values()} == {"none"}            # an empty library routes nothing
+    for pid in out["curated_ids"]:                                     # the curated ones recur exactly
+        assert second[pid]["route"] == "exact" and second[pid]["grafted_artifact"] in out["curated"]
+        assert second[pid]["restored_tokens"] > 0
+    assert "pass 1 (no knowledge)" in proc.stderr and "recurring CHAMP problems" in proc.stderr
+    report = flywheel("--library", str(workdir / "library"), "report", "--format", "json", check=True)
+    runs = json.loads(report.stdout)["runs"]
+    assert {r["run_id"] for r in runs} == {out["pass1"]["run_id"], out["pass2"]["run_id"]}
