@@ -126,6 +126,7 @@ def attempt_once(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, probl
         restored_tokens=result.restored_tokens, decode_tokens=result.decode_tokens,
         budget_exhausted=result.budget_exhausted, answer=result.answer, verified=verdict.ok,
         verdict_status=verdict.status, wall_seconds=result.wall_seconds,
+        energy_joules=result.energy_joules, energy_source=result.energy_source,
         logits_sha256=result.logits_sha256, seed=result.seed), grafts)
     return result, verdict
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from flywheel.energy import EnergyMeter
     from flywheel.engine import Engine, EngineSettings
     from flywheel.library import Library
 
@@ -23,6 +24,7 @@ _lock = threading.Lock()
 _engines: dict[tuple[str, EngineSettings], Engine] = {}
 _model_locks: dict[int, threading.Lock] = {}
 _libraries: dict[tuple[str, str], Library] = {}
+_meter: EnergyMeter | None = None
 _engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
 
 #: Called after each problem with (done, total, problem_id); the CLI sets it to drive its progress bar.
@@ -59,6 +61,17 @@ def register_engine(model: str, eng: Engine, settings: EngineSettings | None = N
 
     with _lock:
         _engines[(model, settings or EngineSettings())] = eng
+
+
+def energy_meter() -> EnergyMeter:
+    """The process's energy meter (its source, NVML, RAPL or a labelled estimate, is chosen once)."""
+    from flywheel.energy import EnergyMeter
+
+    global _meter
+    with _lock:
+        if _meter is None:
+            _meter = EnergyMeter()
+        return _meter
 
 
 def model_lock(eng: Engine) -> threading.Lock:

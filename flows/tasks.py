@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefect import task
@@ -94,9 +94,13 @@ def attempt_problem(env: Env, problem: Problem, decision: RouteDecision, budget:
                     sampled: bool) -> AttemptResult:
     """Graft-seeded decoding under the decode budget (model work, serialized per engine)."""
     eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
-    with runtime.model_lock(eng):
-        return run_attempt(eng, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha,
-                           budget=budget, seed=seed, temperature=SAMPLE_TEMPERATURE if sampled else 0.0)
+    meter = runtime.energy_meter()
+    with runtime.model_lock(eng):   # the lock also keeps one metered interval at a time per engine
+        meter.start()
+        result = run_attempt(eng, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha,
+                             budget=budget, seed=seed, temperature=SAMPLE_TEMPERATURE if sampled else 0.0)
+        reading = meter.stop()
+    return replace(result, energy_joules=reading.joules, energy_source=reading.source)
 
 
 @task(name="verify", **LOCAL)

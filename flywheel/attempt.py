@@ -68,6 +68,8 @@ class AttemptResult:
     logits_sha256: str | None
     seed: int | None
     refused: list[RefusedGraft] = field(default_factory=list)
+    energy_joules: float | None = None   # set by the caller that metered the attempt
+    energy_source: str | None = None     # nvml | rapl | estimate
 
 
 def extract(text: str, mode: AttemptMode) -> str | None:

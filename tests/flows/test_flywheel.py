@@ -151,3 +151,14 @@ def test_no_graft_never_routes(tiny: str, lib_dir: Path, set_file: Path) -> None
     out = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, no_graft=True, deposit=False))
     assert [r["route"] for r in out["results"]] == ["none", "none"]
     assert all(r["restored_tokens"] == 0 for r in out["results"])
+
+
+def test_every_attempt_records_its_energy_with_the_source(tiny: str, lib_dir: Path, set_file: Path) -> None:
+    from flywheel.energy import SOURCES
+
+    out = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=4, deposit=False))
+    attempts = open_lib(lib_dir).catalog.attempts_for_run(out["run_id"])
+    assert len(attempts) == 2
+    for a in attempts:
+        assert a.energy_source in SOURCES              # nvml | rapl | estimate: never unlabelled
+        assert a.energy_joules is not None and a.energy_joules > 0.0
