@@ -142,7 +142,9 @@ class Library:
 
     def load_graft(self, engine: Engine, sha256: str) -> Graft:
         """Fetch, hash-check, fingerprint-check and graft an artifact; raises `ArtifactError` if refused."""
-        data = self.store.get(sha256)                  # re-hashed by the store: corrupt bytes raise
+        # Hashed once, by parse_artifact against the requested id: corrupt, truncated or
+        # substituted bytes raise before any tensor reaches the engine.
+        data = self.store.get_unchecked(sha256)
         if data is None:
             raise ArtifactNotFoundError(f"artifact {sha256[:12]} is catalogued but its file is missing",
                                         hint="`flywheel library verify` lists missing files; re-deposit or import them")

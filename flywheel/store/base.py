@@ -79,6 +79,15 @@ class ArtifactStore(ABC):
     def get(self, sha: str) -> bytes | None:
         """The verified bytes named `sha`, or None; raises `ArtifactIntegrityError` on a mismatch."""
 
+    def get_unchecked(self, sha: str) -> bytes | None:
+        """The stored bytes named `sha` without re-hashing them, or None.
+
+        Only for a caller that checks the content hash itself before using a byte (the graft
+        path: `parse_artifact(data, expected_sha256=sha)`), so an artifact is hashed once, not
+        twice. The default is the checked `get`.
+        """
+        return self.get(sha)
+
     @abstractmethod
     def contains(self, sha: str) -> bool:
         """Whether bytes named `sha` are present (not re-hashed; `get` does that)."""

@@ -10,7 +10,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from flywheel.errors import ArtifactIntegrityError, InputError
+from flywheel.engine import Engine
+from flywheel.errors import ArtifactError, ArtifactIntegrityError, InputError
 from flywheel.store import ArtifactStore, FsspecStore, LocalStore, open_store
 
 BLOB = b"\x00safetensors-ish header\x01" * 100
@@ -142,3 +143,33 @@ def test_a_format_aware_namer_names_and_verifies(tmp_path: Path, kind: str) -> N
     _corrupt(store, sha, blob[:-1] + b"X")
     with pytest.raises(ArtifactIntegrityError, match="corrupt"):
         store.get(sha)
+
+
+def test_unchecked_get_returns_raw_bytes_and_misses_as_none(store: ArtifactStore) -> None:
+    sha = store.put(BLOB)
+    assert store.get_unchecked(sha) == BLOB
+    assert store.get_unchecked("f" * 64) is None
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "swap"])
+def test_library_graft_path_hashes_once_and_still_refuses_damaged_artifacts(
+        tmp_path: Path, tiny_gemma: Engine, damage: str) -> None:
+    """`load_graft` reads unchecked bytes; `parse_artifact` must then refuse every kind of damage."""
+    from flywheel.library import Library
+    from flywheel.problemsets import Problem
+
+    with Library.open(tmp_path / "lib") as lib:
+        a = lib.deposit(tiny_gemma, Problem(id="p1", text="What is 2+3?", reference="5"), "2+3=5", "5")
+        b = lib.deposit(tiny_gemma, Problem(id="p2", text="What is 2+4?", reference="6"), "2+4=6", "6")
+        assert lib.load_graft(tiny_gemma, a.artifact_sha256).token_count == a.token_count
+        path = lib.store.path_for(a.artifact_sha256)
+        data = path.read_bytes()
+        if damage == "flip":
+            data = data[:-10] + bytes([data[-10] ^ 1]) + data[-9:]
+        elif damage == "truncate":
+            data = data[: len(data) // 2]
+        else:  # another valid artifact under this one's name
+            data = lib.store.path_for(b.artifact_sha256).read_bytes()
+        path.write_bytes(data)
+        with pytest.raises(ArtifactError):
+            lib.load_graft(tiny_gemma, a.artifact_sha256)
