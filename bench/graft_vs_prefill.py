@@ -4,7 +4,8 @@ Per prefix length, side by side (medians of repeats, warm page cache unless mark
 
 - `prefill`: recompute the prefix in the engine's schedule (what a restore saves).
 - `restore`: `Library.load_graft` from the artifact store — read, content-hash check (the store
-  names bytes by their content SHA-256 and the parser checks it again), fingerprint check, graft.
+  hands over the bytes, the parser checks their content SHA-256 against the requested id once),
+  fingerprint check, graft.
   `speedup` = prefill / restore. `restore cold`: the same after evicting the file from the page
   cache (`posix_fadvise(DONTNEED)`), i.e. from the disk.
 - `file`: `read_artifact(path)` + `graft` (private mmap, one hash pass).

@@ -1,4 +1,4 @@
-"""Disagreements with Math-Verify on CHAMP's stored conversations (bench/verifiers.py, seed 0),
+"""Disagreements with Math-Verify on CHAMP's stored conversations (bench/verifier_agreement.py, seed 0),
 each judged by hand; the expected value is the human judgement, not either tool's output."""
 
 from __future__ import annotations
