@@ -28,7 +28,6 @@ Measured side by side in one run:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import json
 import os
@@ -43,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import zstandard
+from procmem import release_free_memory, status_kb  # bench/procmem.py
 
 from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 from flywheel.engine import Engine, EngineSettings
@@ -65,25 +65,6 @@ class Deposited:
 
 
 # --- resident memory -----------------------------------------------------------------------------
-
-
-def release_free_memory() -> None:
-    """Hand freed heap pages back to the OS (glibc `malloc_trim`), so an RSS rise is a new allocation.
-
-    Without it, glibc keeps freed blocks resident and reuses them: a restore that allocates
-    the same size as the previous one shows no RSS rise at all.
-    """
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def graft_resident(engine: Engine, lib: Library, sha: str) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import ctypes
 import gc
 import hashlib
 import json
@@ -46,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from procmem import release_free_memory, status_kb  # bench/procmem.py
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
@@ -120,25 +120,6 @@ def median_time(fn: Callable[[], object], repeats: int, before: Callable[[], obj
     return statistics.median(times)
 
 
-def release_free_memory() -> None:
-    """Hand freed heap pages back to the OS (glibc `malloc_trim`), so an RSS rise is a new allocation.
-
-    Without it, glibc keeps freed blocks resident and reuses them: a restore that allocates
-    the same size as the previous one shows no RSS rise at all.
-    """
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def peak_rss_added_mb(fn: Callable[[], object]) -> float | None:
     """Peak RSS added while `fn` runs (its result is held until the peak is read), or None off Linux."""
     gc.collect()
@@ -147,9 +128,9 @@ def peak_rss_added_mb(fn: Callable[[], object]) -> float | None:
         Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
     except OSError:
         return None
-    before = _status_kb("VmRSS")
+    before = status_kb("VmRSS")
     result = fn()
-    peak = _status_kb("VmHWM")
+    peak = status_kb("VmHWM")
     del result
     return (peak - before) / 1024
 

@@ -40,8 +40,11 @@ def test_context_bench_grafts_exact_and_resident_flat(tmp_path: Path) -> None:
     assert tiny["zstd"]["zstd3"]["ratio"] >= 1.0
 
 
-def test_graft_bench_restores_exactly_on_tiny_model(capsys: pytest.CaptureFixture[str], tiny_dirs: dict[str, Path]) -> None:
-    # In process (the suite has torch loaded already): the script's main() with small arguments.
+def test_graft_bench_restores_exactly_on_tiny_model(capsys: pytest.CaptureFixture[str], tiny_dirs: dict[str, Path],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # In process (the suite has torch loaded already): the script's main() with small arguments;
+    # bench/ on the path as when the script runs (it imports bench/procmem.py).
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     spec = importlib.util.spec_from_file_location("bench_graft_vs_prefill", ROOT / "bench" / "graft_vs_prefill.py")
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
