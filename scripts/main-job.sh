@@ -12,7 +12,7 @@ echo "== 1. Byte-exact graft on the default model (own position, past the 512-to
 $FLYWHEEL verify-graft --samples 3 --prefix-tokens 35 600 1200 --offset 3
 echo
 echo "== 2. The flywheel: pass 1 with an empty library, curated CHAMP solutions deposited, pass 2 from grafts"
-echo "   (library and catalog in $WORKDIR; ~5 minutes on 2 CPU cores)"
+echo "   (library and catalog in $WORKDIR; ~12 minutes on 2 CPU cores)"
 $FLYWHEEL demo --workdir "$WORKDIR"
 $FLYWHEEL --library "$WORKDIR/library" report --format csv --plot "$WORKDIR/report.png" > "$WORKDIR/report.csv"
 echo
