@@ -168,7 +168,7 @@ class Engine:
                 attn_implementation=settings.attn_implementation, use_safetensors=True)
         except (OSError, ValueError) as err:
             raise ModelError(f"could not load {name!r} from {model_dir}: {err}") from err
-        model.to(settings.device).eval()
+        model.to(settings.device).eval()  # type: ignore[arg-type]  # transformers types .to() as a wrapper
         model.requires_grad_(False)
         device = torch.device(settings.device)
         fingerprint = Fingerprint(

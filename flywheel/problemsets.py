@@ -95,8 +95,8 @@ def load_problem_set(spec: str, *, limit: int | None = None) -> ProblemSet:
     """
     base, query = _split_query(spec)
     if base.startswith("gen:"):
-        problems, skipped = generate(base[4:], n=_int_param(query, "n", 50, spec),
-                                     seed=_int_param(query, "seed", 0, spec)), []
+        problems = generate(base[4:], n=_int_param(query, "n", 50, spec), seed=_int_param(query, "seed", 0, spec))
+        skipped: list[str] = []
     elif base == "champ":
         problems, skipped = load_champ(), []
         if "n" in query:

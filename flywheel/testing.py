@@ -8,7 +8,7 @@ a small window so tests cross it cheaply) and a byte-level tokenizer into `path`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -40,7 +40,7 @@ def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, 
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    common = dict(vocab_size=259, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
+    common: dict[str, Any] = dict(vocab_size=259, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
                   num_attention_heads=4, num_key_value_heads=1, head_dim=hidden // 4,
                   max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2, pad_token_id=0,
                   tie_word_embeddings=True)
@@ -50,7 +50,7 @@ def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, 
         cfg = Gemma3TextConfig(**common, sliding_window=TINY_SLIDING_WINDOW, layer_types=layer_types,
                                query_pre_attn_scalar=hidden // 4)
     else:
-        cfg = LlamaConfig(**common)
+        cfg = LlamaConfig(**common)  # type: ignore[assignment]  # both are PretrainedConfigs
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
     with torch.no_grad():  # default init is tiny; widen it so logits differ visibly between tokens

@@ -55,7 +55,7 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
     report = vg.run(engine, samples=samples, prefix_tokens=lengths, offset=offset, workdir=None, progress=show)
     if as_json:
         payload = report.to_json()
-        payload["per_sample"] = [dict(s) for s in payload["per_sample"]]  # type: ignore[call-overload]
+        payload["per_sample"] = [dict(s) for s in payload["per_sample"]]  # type: ignore[call-overload,attr-defined]
         echo_json(payload)
     else:
         click.echo(f"{report.sha_equal}/{report.samples} SHA-equal, max KL {report.kl_max:.3g}, "

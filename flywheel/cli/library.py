@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -55,7 +56,7 @@ def deposit(ctx: click.Context, problem: str | None, solution: str | None, answe
         missing = [n for n, v in (("--problem", problem), ("--solution", solution), ("--answer", answer)) if not v]
         if missing:
             raise click.UsageError(f"missing {', '.join(missing)} (or use --file)")
-        rows: list[tuple[int, dict[str, str]] | object] = [
+        rows: list[Any] = [  # (line, row) pairs, or BadRow
             (0, {"id": problem_id or "", "problem": problem, "solution": solution, "answer": answer,
                  "reference": reference or ""})]
     else:
@@ -64,8 +65,9 @@ def deposit(ctx: click.Context, problem: str | None, solution: str | None, answe
         rows = list(read_table(file, required=("problem", "solution", "answer")))
     user = "curator"
     engine = _engine(ctx)
-    results, refused = [], []
-    with _open(ctx) as lib, click.progressbar(rows, label="depositing", file=click.get_text_stream("stderr"),
+    results: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    with _open(ctx) as lib, click.progressbar(rows, label="depositing", file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
                                               show_pos=True) as bar:
         for item in bar:
             from flywheel.tables import BadRow
@@ -180,7 +182,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     bad: list[dict[str, str]] = []
     with _open(ctx) as lib:
         rows = lib.catalog.list_artifacts(include_unverified=True)
-        with click.progressbar(rows, label="verifying", file=click.get_text_stream("stderr")) as bar:
+        with click.progressbar(rows, label="verifying", file=click.get_text_stream("stderr")) as bar:  # type: ignore[operator]  # click 8.5 stub
             for a in bar:
                 try:
                     if lib.store.get(a.sha256) is None:
@@ -253,7 +255,7 @@ def rebuild(ctx: click.Context) -> None:
     with _open(ctx) as lib:
         rows = lib.catalog.list_artifacts(include_unverified=True)
         seen: set[int] = set()
-        with click.progressbar(rows, label="rebuilding", file=click.get_text_stream("stderr")) as bar:
+        with click.progressbar(rows, label="rebuilding", file=click.get_text_stream("stderr")) as bar:  # type: ignore[operator]  # click 8.5 stub
             for a in bar:
                 if a.solution_id in seen:
                     continue

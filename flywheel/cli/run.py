@@ -38,7 +38,7 @@ def _progress(enabled: bool) -> Iterator[None]:
     def hook(done: int, total: int, problem_id: str) -> None:
         nonlocal bar
         if bar is None:
-            bar = click.progressbar(length=total, label="solving", file=click.get_text_stream("stderr"),
+            bar = click.progressbar(length=total, label="solving", file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
                                     item_show_func=lambda _: problem_id, show_pos=True)
             bar.__enter__()
         bar.update(1)

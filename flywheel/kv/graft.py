@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -41,11 +42,12 @@ class Graft:
         return self.token_count + self.position_offset
 
 
-def _layer_state(layer: object) -> LayerState:
+def _layer_state(layer: Any) -> LayerState:
+    keys: Any = getattr(layer, "keys", None)  # (1, kv_heads, cached_tokens, head_dim); Optional in transformers
     if isinstance(layer, DynamicSlidingWindowLayer):
-        return LayerState("sliding", int(layer.keys.shape[-2]), int(layer.cumulative_length), int(layer.sliding_window))
+        return LayerState("sliding", int(keys.shape[-2]), int(layer.cumulative_length), int(layer.sliding_window))
     if type(layer) is DynamicLayer:
-        n = int(layer.keys.shape[-2])
+        n = int(keys.shape[-2])
         return LayerState("full", n, n)
     raise ArtifactMalformedError(f"cache layer type {type(layer).__name__} cannot be captured yet",
                                  hint="use a model whose cache is DynamicCache with full/sliding layers")
@@ -67,7 +69,8 @@ def capture(engine: Engine, cache: DynamicCache, token_ids: list[int], last_logi
     if any(layer.seen_tokens != len(token_ids) for layer in layers):
         raise ArtifactMalformedError("cache length does not match the token ids given to capture")
     tensors: dict[str, torch.Tensor] = {}
-    for i, layer in enumerate(cache.layers):
+    live: list[Any] = list(cache.layers)  # transformers types layers as a union of mixins
+    for i, layer in enumerate(live):
         tensors[f"layer.{i}.keys"] = layer.keys      # (1, kv_heads, cached_tokens, head_dim)
         tensors[f"layer.{i}.values"] = layer.values
     fp = engine.fingerprint
@@ -111,7 +114,7 @@ def graft(engine: Engine, artifact: Artifact, *, offset: int = 0) -> Graft:
     if len(cache.layers) != len(artifact.header.layers):
         raise ArtifactMalformedError(
             f"artifact has {len(artifact.header.layers)} layers but the model's cache has {len(cache.layers)}")
-    staged = []
+    staged: list[tuple[Any, LayerState, torch.Tensor, torch.Tensor]] = []
     for i, (layer, state) in enumerate(zip(cache.layers, artifact.header.layers, strict=True)):
         expected = "sliding" if isinstance(layer, DynamicSlidingWindowLayer) else "full"
         keys, values = artifact.tensors.get(f"layer.{i}.keys"), artifact.tensors.get(f"layer.{i}.values")
