@@ -2,12 +2,32 @@
 
 A set resolves to a list of `Problem`s plus a hash of their content, so every report can say
 exactly which problems it scored.
+
+Spec grammar (anything else is refused at once with what is allowed):
+
+    champ | champ?n=N                        the first N of the 270 CHAMP problems
+    PATH.jsonl | PATH.csv | PATH.parquet     a user file
+    gen:FAMILIES?n=N&seed=S&split=SPLIT      generated; keys optional (n=50, seed=0, no split)
+    gen:                                     refused with the list of families (name, size, description)
+
+FAMILIES is one registered name (`gen:ages`), `all` (every word-problem family, N each, in
+name order), or names joined by `+` (`gen:ages+rates+linear`). N is problems *per family* and
+must be 1..size, where size is the family's (or split's) exact number of distinct problems.
+
+Splits: every family is cut once, by a keyed permutation fixed per family and independent of
+the seed, into `heldout` (one problem in five) and `train` (the rest). `split=train` and
+`split=heldout` therefore never share a problem text for any seeds; ids then read
+`gen-<family>-<split>-s<seed>-<i>`. Without `split` a set draws from the whole family (ids
+`gen-<family>-s<seed>-<i>`, byte-identical to the pre-registry `arith`/`linear` sets). Either
+way `Problem.meta` records family, seed, index, the problem's number in its family, the split
+it belongs to, and its parameters (JSON).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -16,6 +36,7 @@ from typing import Any
 
 from flywheel.engine import canonical_json
 from flywheel.errors import InputError
+from flywheel.families import FAMILIES, SPLITS, Family, Split, word_families
 
 
 @dataclass(frozen=True)
@@ -81,26 +102,33 @@ class ProblemSet:
 
 
 def load_problem_set(spec: str, *, limit: int | None = None) -> ProblemSet:
-    """Resolve `champ`, `champ?n=6`, a JSONL/CSV/Parquet path, or a generated family `gen:NAME?n=50&seed=1`.
+    """Resolve `champ`, `champ?n=6`, a JSONL/CSV/Parquet path, or generated families `gen:FAMILIES?n=&seed=&split=`.
 
     Args:
-        spec: the set as a user types it.
+        spec: the set as a user types it (see the module docstring for the `gen:` grammar).
         limit: keep only the first `limit` problems.
     Returns:
         the `ProblemSet`; bad file rows are listed in `skipped`, never silently dropped.
     Raises:
-        InputError: unknown family, missing or unreadable file, bad query string.
+        InputError: unknown family (`gen:` alone lists them), missing or unreadable file, unknown query
+            key, or an `n` that is not a positive integer within what the family can produce.
 
     Example: `load_problem_set("gen:linear?n=3&seed=1").problems[0].reference` -> `"9"`.
     """
     base, query = _split_query(spec)
     if base.startswith("gen:"):
-        problems = generate(base[4:], n=_int_param(query, "n", 50, spec), seed=_int_param(query, "seed", 0, spec))
+        _check_keys(query, GEN_KEYS, spec)
+        problems = _generate(base[4:], n=_int_param(query, "n", DEFAULT_N, spec),
+                             seed=_int_param(query, "seed", 0, spec), split=_split_param(query, spec), label=spec)
         skipped: list[str] = []
     elif base == "champ":
+        _check_keys(query, CHAMP_KEYS, spec)
         problems, skipped = load_champ(), []
-        if "n" in query:
-            problems = problems[:_int_param(query, "n", len(problems), spec)]
+        n = _int_param(query, "n", len(problems), spec)
+        if n > len(problems):
+            raise InputError(f"{spec}: n={n:,} but champ has only {len(problems):,} problems",
+                             hint=f"ask for n <= {len(problems):,}")
+        problems = problems[:n]
     else:
         problems, skipped = load_file(Path(spec))
         if not problems:
@@ -111,26 +139,59 @@ def load_problem_set(spec: str, *, limit: int | None = None) -> ProblemSet:
     return ProblemSet(spec, problems, skipped)
 
 
+GEN_KEYS = ("n", "seed", "split")
+CHAMP_KEYS = ("n",)
+DEFAULT_N = 50  # problems per family when a `gen:` spec gives no n
+
+
 def _split_query(spec: str) -> tuple[str, dict[str, str]]:
     from urllib.parse import parse_qsl
 
     if "?" not in spec or not (spec.startswith("gen:") or spec.startswith("champ")):
         return spec, {}
     base, _, qs = spec.partition("?")
-    return base, dict(parse_qsl(qs, keep_blank_values=True))
+    pairs = parse_qsl(qs, keep_blank_values=True)
+    query = dict(pairs)
+    if len(query) != len(pairs):
+        twice = sorted({k for k, _ in pairs if sum(k == j for j, _ in pairs) > 1})
+        raise InputError(f"{spec}: {', '.join(twice)} given more than once", hint="give each key once")
+    return base, query
+
+
+def _check_keys(query: dict[str, str], allowed: tuple[str, ...], spec: str) -> None:
+    unknown = [k for k in query if k not in allowed]
+    if unknown:
+        raise InputError(f"{spec}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                         f"allowed: {', '.join(allowed)}",
+                         hint="e.g. 'gen:ages?n=20&seed=1&split=train' or 'champ?n=6'")
 
 
 def _int_param(query: dict[str, str], key: str, default: int, spec: str) -> int:
+    """`query[key]` as a plain decimal integer (n >= 1, anything else >= 0), or `default`."""
     raw = query.get(key)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InputError(f"{spec}: {key}={raw!r} is not an integer") from None
-    if value < 0 or (key == "n" and value == 0):
-        raise InputError(f"{spec}: {key}={value} must be positive")
+    if not re.fullmatch(r"[+-]?[0-9]+", raw.strip()):
+        raise InputError(f"{spec}: {key}={raw!r} is not an integer", hint=f"e.g. {key}=10")
+    if len(raw.strip()) > 40:
+        raise InputError(f"{spec}: {key} has {len(raw.strip())} digits; that is not a usable {key}")
+    value = int(raw)
+    if key == "n" and value < 1:
+        raise InputError(f"{spec}: n={value} must be a positive integer", hint="e.g. n=10")
+    if value < 0:
+        raise InputError(f"{spec}: {key}={value} must be 0 or more")
     return value
+
+
+def _split_param(query: dict[str, str], spec: str) -> Split | None:
+    raw = query.get("split")
+    if raw is None:
+        return None
+    for split in SPLITS:
+        if raw == split:
+            return split
+    raise InputError(f"{spec}: split={raw!r} is not one of {', '.join(SPLITS)}",
+                     hint="leave split out to draw from the whole family")
 
 
 # --- files ---------------------------------------------------------------------------------------
@@ -232,38 +293,71 @@ def _row_problem(row: Row, path: Path) -> Problem:
 # --- generated families --------------------------------------------------------------------------
 
 
-def generate(family: str, *, n: int, seed: int) -> list[Problem]:
-    """`n` problems of one template with fresh numbers from `seed`; each has reference and worked solution."""
-    import random
+def generate(family: str, *, n: int, seed: int, split: Split | None = None) -> list[Problem]:
+    """`n` problems per family with fresh names and numbers from `seed`, each with reference and worked solution.
 
-    maker = _FAMILIES.get(family)
-    if maker is None:
-        raise InputError(f"unknown generated family gen:{family}", hint=f"known: {', '.join(sorted(_FAMILIES))}")
-    rng = random.Random(f"{family}:{seed}")  # str seeds hash stably (sha512), unlike hash()
+    Args:
+        family: a registered name (`linear`), `all` (every word family), or names joined by `+` (`ages+rates`).
+        n: problems per family; at most the family's (split's) number of distinct problems.
+        seed: any integer >= 0; the same (family, n, seed, split) always gives the same problems.
+        split: `train` or `heldout` to draw only from that part of each family, None for the whole family.
+    Returns:
+        the problems, family by family, ids `gen-<family>[-<split>]-s<seed>-<i>`.
+    Raises:
+        InputError: unknown family (an empty name lists them all) or n outside 1..size.
+
+    Example: `generate("ages", n=2, seed=1, split="heldout")[0].meta["split"]` -> `"heldout"`.
+    """
+    split_part = f"&split={split}" if split else ""
+    return _generate(family, n=n, seed=seed, split=split, label=f"gen:{family}?n={n}&seed={seed}{split_part}")
+
+
+def _generate(expr: str, *, n: int, seed: int, split: Split | None, label: str) -> list[Problem]:
+    fams = _resolve_families(expr)
+    if n < 1 or seed < 0:
+        raise InputError(f"{label}: n must be >= 1 and seed >= 0, got n={n}, seed={seed}")
+    smallest = min(fams, key=lambda f: f.split_size(split))
+    have = smallest.split_size(split)
+    if n > have:  # refused before generating anything: sizes are exact, no loop can run dry
+        where = f"in its {split} split" if split else "in all"
+        raise InputError(f"{label}: n={n:,} but gen:{smallest.name} has only {have:,} distinct problems {where}",
+                         hint=f"ask for n <= {have:,}" + (" per family" if len(fams) > 1 else ""))
     out: list[Problem] = []
-    seen: set[str] = set()
-    while len(out) < n:
-        text, solution, answer = maker(rng)
-        if text in seen:
-            continue
-        seen.add(text)
-        out.append(Problem(id=f"gen-{family}-s{seed}-{len(out)}", text=text, reference=answer, solution=solution,
-                           source=f"gen:{family}", meta={"seed": str(seed)}))
+    for fam in fams:
+        tag = f"-{split}" if split else ""
+        for i, inst in enumerate(fam.sample(n, seed, split)):
+            meta = {"family": fam.name, "seed": str(seed), "index": str(i), "number": str(inst.index),
+                    "split": fam.split_of(inst.index), "params": canonical_json(inst.params)}
+            out.append(Problem(id=f"gen-{fam.name}{tag}-s{seed}-{i}", text=inst.text, reference=inst.answer,
+                               solution=inst.solution, source=f"gen:{fam.name}", meta=meta))
     return out
 
 
-def _gen_arith(rng: Any) -> tuple[str, str, str]:
-    a, b, c = rng.randint(11, 99), rng.randint(3, 19), rng.randint(2, 99)
-    product = a * b
-    return (f"Compute {a} * {b} + {c}.",
-            f"First {a} * {b} = {product}. Then {product} + {c} = {product + c}.", str(product + c))
+def _resolve_families(expr: str) -> list[Family]:
+    """`linear` -> [linear]; `all` -> every word family; `ages+rates` -> [ages, rates]."""
+    if not expr.strip():
+        raise InputError("gen: needs a family name; the families are:\n" + describe_families(),
+                         hint="e.g. gen:ages?n=20&seed=1&split=train, gen:all?n=10&seed=1&split=heldout, "
+                              "gen:ages+rates?n=5")
+    fams: list[Family] = []
+    for name in expr.split("+"):
+        if name == "all":
+            fams.extend(word_families())
+        elif name in FAMILIES:
+            fams.append(FAMILIES[name])
+        else:
+            raise InputError(f"unknown generated family gen:{name}",
+                             hint=f"known: {', '.join(sorted(FAMILIES))}, or all; `gen:` alone describes them")
+    names = [f.name for f in fams]
+    twice = sorted({x for x in names if names.count(x) > 1})
+    if twice:
+        raise InputError(f"gen:{expr} lists {', '.join(twice)} more than once")
+    return fams
 
 
-def _gen_linear(rng: Any) -> tuple[str, str, str]:
-    a, x, b = rng.randint(2, 12), rng.randint(-15, 15), rng.randint(1, 40)
-    c = a * x + b
-    return (f"Solve for x: {a}x + {b} = {c}.",
-            f"Subtract {b} from both sides: {a}x = {c - b}. Divide both sides by {a}: x = {x}.", str(x))
-
-
-_FAMILIES = {"arith": _gen_arith, "linear": _gen_linear}
+def describe_families() -> str:
+    """One line per registered family: name, number of distinct problems, description."""
+    width = max(len(name) for name in FAMILIES)
+    lines = [f"  {f.name:<{width}}  {f.size:>13,}  {f.description}" for _, f in sorted(FAMILIES.items())]
+    lines.append(f"  {'all':<{width}}  {'':>13}  every word-problem family above (n problems each)")
+    return "\n".join(lines)

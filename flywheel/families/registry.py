@@ -1,0 +1,42 @@
+"""The family registry: the one extension point for generated problem families.
+
+Built-ins register themselves here exactly as a plug-in would:
+
+    @family("ages", "how old someone will be", template="...", solution="...", axes=(...))
+    def _ages(p: Params) -> Derived:
+        return {"answer": ...}
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from flywheel.families.base import Axis, Derived, Family, Kind, Params
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(fam: Family) -> Family:
+    """Add `fam` to the registry; a name can be registered once."""
+    if not fam.name.isidentifier() or fam.name in ("all",):
+        raise ValueError(f"family name {fam.name!r} must be an identifier other than 'all'")
+    if fam.name in FAMILIES:
+        raise ValueError(f"family {fam.name!r} is already registered")
+    FAMILIES[fam.name] = fam
+    return fam
+
+
+def family(name: str, description: str, *, template: str, solution: str, axes: tuple[Axis, ...],
+           kind: Kind = "word", legacy: Callable[[random.Random], Params] | None = None,
+           ) -> Callable[[Callable[[Params], Derived]], Callable[[Params], Derived]]:
+    """Decorator form of `register`: the decorated function is the family's `compute`."""
+    def wrap(compute: Callable[[Params], Derived]) -> Callable[[Params], Derived]:
+        register(Family(name, description, template, solution, axes, compute, kind, legacy))
+        return compute
+    return wrap
+
+
+def word_families() -> list[Family]:
+    """The word-problem families in name order: what `gen:all` draws from."""
+    return [f for _, f in sorted(FAMILIES.items()) if f.kind == "word"]
