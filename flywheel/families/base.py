@@ -67,6 +67,23 @@ class Distinct(Sequence[tuple[str, ...]]):
             out.append(left.pop(digit))
         return tuple(out)
 
+    def index(self, value: object, start: int = 0, stop: int | None = None) -> int:
+        """Inverse of indexing, without scanning (`Sequence.index` would walk all n!/(n-k)! tuples)."""
+        if not (isinstance(value, tuple) and len(value) == self.k and len(set(value)) == self.k
+                and all(v in self.items for v in value)):
+            raise ValueError(f"{value!r} is not in {self!r}")
+        left, digits = list(self.items), []
+        for v in value:
+            digits.append((left.index(v), len(left)))
+            left.remove(v)
+        i = 0
+        for digit, radix in reversed(digits):  # the first choice is the least significant digit
+            i = i * radix + digit
+        return i
+
+    def __repr__(self) -> str:
+        return f"Distinct({len(self.items)} items, k={self.k})"
+
 
 Axis = tuple[str, Sequence[Value]]
 
