@@ -1,0 +1,368 @@
+"""Batched decoding: B slots share every weight read, and no slot can see its neighbours in its bits.
+
+Why this is exact per slot (the schedule the rest of the project relies on):
+
+* Every linear layer of the step runs through oneDNN (`mkldnn_linear`) on a copy of its weight
+  in oneDNN's layout, on at least `MIN_ROWS` rows (a free slot is a dummy row). Measured on this
+  machine (bench/throughput.py, tests/test_decode.py): a row's result depends only on that row,
+  not on its neighbours' values, its row index or the row count M >= 2, while PyTorch's default
+  CPU path (`F.linear`, MKL) changes a row's bits with M. So a slot's bits do not depend on how
+  many slots there are or what they hold; they do differ from the one-sequence MKL path
+  (`Engine.decode_one_token`), which is why the kernel path is part of `DecodeSchedule`.
+* Attention is computed per slot, on that slot's own keys and values, with the very function
+  the single-sequence path uses (transformers' SDPA integration, one query, no mask). Nothing is
+  padded to a neighbour's length, so no reduction's length or order depends on the batch.
+* Each slot owns preallocated key/value buffers. A sliding-window layer attends to the last
+  `window` entries, which is what `DynamicSlidingWindowLayer` hands to attention.
+
+The schedule a slot's bits depend on is `DecodeSchedule` (slot count, kernel path, dtype); it is
+recorded with every run and with `verify-graft --slots`, and a run is never resumed under another.
+
+    >>> decoder = BatchDecoder(engine, slots=8)                        # doctest: +SKIP
+    >>> for out in decoder.run(requests):                              # doctest: +SKIP
+    ...     print(out.tag, out.stop_reason, len(out.tokens))
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import types
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+from transformers import AttentionInterface, DynamicCache
+from transformers.cache_utils import DynamicSlidingWindowLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from flywheel.engine import StopRule, pick_token
+from flywheel.errors import InputError
+
+if TYPE_CHECKING:
+    from flywheel.engine import Engine
+
+#: The attention implementation name registered with transformers for the slot step.
+SLOT_ATTENTION = "flywheel_slots"
+#: Names the decode kernel path; bump it when the step's arithmetic changes (it changes bits).
+KERNEL_PATH = "slots-v1:onednn-linear+per-slot-sdpa"
+#: Rows every step runs at least: oneDNN takes a different (GEMV) path for a single row.
+MIN_ROWS = 2
+#: Default slot count on this 2-core machine: measured in bench/throughput.py (BENCHMARKS.md).
+DEFAULT_SLOTS = 16
+
+StopReason = Literal["stop", "eos", "budget"]
+
+
+@dataclass(frozen=True)
+class DecodeSchedule:
+    """What a slot's decode bits depend on, beyond the engine fingerprint."""
+
+    slots: int
+    kernel: str
+    dtype: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype}
+
+
+@dataclass
+class DecodeRequest:
+    """One attempt to decode: its prefilled cache and next-token logits, and its own rules.
+
+    `cache` is only read (copied into the slot's buffers at admission), so K requests may share
+    one prefilled cache: K samples cost one prefill and K decodes.
+    """
+
+    cache: DynamicCache
+    logits: torch.Tensor           # (vocab,) float32: next-token logits after the prompt
+    budget: int                    # most tokens to decode
+    stop: StopRule = field(default_factory=StopRule)
+    temperature: float = 0.0
+    seed: int | None = None
+    tag: Any = None                # the caller's handle, returned with the outcome
+    keep_logits: bool = False      # keep every step's logits (exactness checks)
+    forced: list[int] | None = None  # feed these tokens instead of picking (teacher forcing)
+
+
+@dataclass
+class DecodeOutcome:
+    """What one request produced, and why it stopped."""
+
+    tag: Any
+    tokens: list[int]
+    stop_reason: StopReason
+    slot: int
+    seconds: float                 # wall time from admission to finish
+    step_logits: list[torch.Tensor] = field(default_factory=list)  # (vocab,) per token, if kept
+
+
+# --- per-slot key/value state ----------------------------------------------------------------------
+
+
+class _LayerBuffer:
+    """One layer of one slot: keys/values (1, kv_heads, capacity, head_dim), `length` filled."""
+
+    __slots__ = ("keys", "values", "length", "window")
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, extra: int, window: int | None) -> None:
+        n = keys.shape[-2]
+        shape = (*keys.shape[:-2], n + extra, keys.shape[-1])
+        self.keys = torch.empty(shape, dtype=keys.dtype, device=keys.device)
+        self.values = torch.empty(shape, dtype=values.dtype, device=values.device)
+        self.keys[..., :n, :] = keys
+        self.values[..., :n, :] = values
+        self.length = n
+        self.window = window
+
+    def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store one token's key/value (1, kv_heads, 1, head_dim); return what attention sees."""
+        if self.length >= self.keys.shape[-2]:
+            raise InputError("a decode slot ran past the capacity it was admitted with")
+        self.keys[..., self.length:self.length + 1, :] = key
+        self.values[..., self.length:self.length + 1, :] = value
+        self.length += 1
+        start = 0 if self.window is None else max(0, self.length - self.window)
+        return self.keys[..., start:self.length, :], self.values[..., start:self.length, :]
+
+
+class SlotKV:
+    """A slot's whole cache, copied out of a prefilled `DynamicCache` with room for `extra` tokens."""
+
+    def __init__(self, cache: DynamicCache, extra: int) -> None:
+        self.layers: list[_LayerBuffer] = []
+        self.position = cache.get_seq_length()  # absolute position of the next token
+        for layer in cache.layers:
+            keys: Any = layer.keys
+            window = int(layer.sliding_window) if isinstance(layer, DynamicSlidingWindowLayer) else None
+            if keys is None:
+                raise InputError("cannot decode from an empty cache: prefill a prompt first")
+            self.layers.append(_LayerBuffer(keys, layer.values, extra, window))  # type: ignore[arg-type]
+
+
+class _StepCache:
+    """Stands in for transformers' `Cache` during one slot step: appends each row to its slot.
+
+    The attention layers call `update()`; the per-slot views it stores are what
+    `_slot_attention` attends over. The (B, ...) tensors returned are ignored.
+    """
+
+    def __init__(self, slots: list[SlotKV | None]) -> None:
+        self.slots = slots
+        self.visible: dict[int, list[tuple[torch.Tensor, torch.Tensor] | None]] = {}
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        views: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+        for i, slot in enumerate(self.slots):   # key_states: (B, kv_heads, 1, head_dim)
+            views.append(None if slot is None else
+                         slot.layers[layer_idx].append(key_states[i:i + 1], value_states[i:i + 1]))
+        self.visible[layer_idx] = views
+        return key_states, value_states
+
+
+def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """Attention per slot over its own keys; free slots give zeros. query: (B, heads, 1, head_dim)."""
+    step: _StepCache = kwargs.pop("slot_step")
+    views = step.visible[int(module.layer_idx)]  # type: ignore[arg-type]
+    kwargs.pop("sliding_window", None)  # the views already end at the window
+    out = torch.zeros(query.shape[0], query.shape[2], query.shape[1], query.shape[3],
+                      dtype=query.dtype, device=query.device)     # (B, 1, heads, head_dim)
+    for i, kv in enumerate(views):
+        if kv is not None:
+            out[i:i + 1] = sdpa_attention_forward(module, query[i:i + 1], kv[0], kv[1], None, **kwargs)[0]
+    return out, None
+
+
+AttentionInterface.register(SLOT_ATTENTION, _slot_attention)
+
+
+def _mask_marker(engine: Engine, rows: int) -> Any:
+    """An attention mask the model passes through untouched (ours ignores it): no mask is built."""
+    marker = torch.zeros(rows, 1, 1, 1, dtype=torch.bool, device=engine.device)
+    layer_types = getattr(engine.model.config, "layer_types", None)
+    return {t: marker for t in set(layer_types)} if layer_types else marker
+
+
+# --- oneDNN linears, used only inside the slot step ----------------------------------------------
+
+_in_step = threading.local()
+
+
+def _linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    if not getattr(_in_step, "active", False):
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+    rows = x.reshape(-1, x.shape[-1]).contiguous()                   # (M, in)
+    y = torch._C._nn.mkldnn_linear(rows.to_mkldnn(), self._flywheel_onednn_weight,  # type: ignore[attr-defined]
+                                   self._flywheel_onednn_bias).to_dense()  # type: ignore[attr-defined]
+    return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def _install_onednn_linears(engine: Engine) -> None:
+    """Give every `nn.Linear` of the model a oneDNN weight copy and a forward that uses it in a step.
+
+    Costs one more copy of the linear weights in memory (Gemma 3 270M: ~1.1 GB, most of it the
+    tied 262k-token output projection). Idempotent: an engine is converted once.
+    """
+    if getattr(engine.model, "_flywheel_onednn", False):
+        return
+    if not torch.backends.mkldnn.is_available():
+        raise InputError("batched decoding needs PyTorch built with oneDNN (mkldnn)",
+                         hint="install the project's pinned torch build (make install)")
+    with torch.inference_mode():
+        for module in engine.model.modules():
+            if isinstance(module, torch.nn.Linear):
+                module._flywheel_onednn_weight = module.weight.detach().to_mkldnn()  # type: ignore[assignment]
+                module._flywheel_onednn_bias = (  # type: ignore[assignment]
+                    None if module.bias is None else module.bias.detach().to_mkldnn())
+                module.forward = types.MethodType(_linear_forward, module)  # type: ignore[method-assign]
+    engine.model._flywheel_onednn = True  # type: ignore[assignment]
+
+
+# --- the step and the loop -------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def decode_step(engine: Engine, slots: list[SlotKV | None], tokens: list[int]) -> torch.Tensor:
+    """Feed one token to each occupied slot in one model call of len(slots) rows (at least MIN_ROWS).
+
+    Returns float32 logits (B, vocab); rows of free slots are meaningless.
+    """
+    _install_onednn_linears(engine)
+    if len(slots) < MIN_ROWS:
+        slots = slots + [None] * (MIN_ROWS - len(slots))
+        tokens = tokens + [0] * (MIN_ROWS - len(tokens))
+    rows = len(slots)
+    pad = engine.tokenizer.pad_token_id or 0
+    ids = [tok if slot is not None else pad for slot, tok in zip(slots, tokens, strict=True)]
+    positions = [slot.position if slot is not None else 0 for slot in slots]
+    input_ids = torch.tensor(ids, dtype=torch.long, device=engine.device)[:, None]          # (B, 1)
+    position_ids = torch.tensor(positions, dtype=torch.long, device=engine.device)[:, None]  # (B, 1)
+    step = _StepCache(slots)
+    config = engine.model.config
+    saved = config._attn_implementation
+    config._attn_implementation = SLOT_ATTENTION   # under the engine's lock: one step at a time
+    _in_step.active = True
+    try:
+        out = engine.model(input_ids=input_ids, position_ids=position_ids, cache=step, use_cache=True,
+                           attention_mask=_mask_marker(engine, rows), logits_to_keep=1, slot_step=step)
+    finally:
+        _in_step.active = False
+        config._attn_implementation = saved
+    for slot in slots:
+        if slot is not None:
+            slot.position += 1
+    return out.logits[:, -1].float()   # (B, V)
+
+
+@dataclass
+class _Active:
+    request: DecodeRequest
+    kv: SlotKV
+    logits: torch.Tensor
+    generator: torch.Generator | None
+    started: float
+    tokens: list[int] = field(default_factory=list)
+    kept: list[torch.Tensor] = field(default_factory=list)
+
+
+#: Called after each finished request with (finished so far, decode tokens so far, tokens/s).
+DecodeProgress = Callable[[int, int, float], None]
+
+
+class BatchDecoder:
+    """Continuous batching over a fixed number of slots; see the module docstring for exactness.
+
+    Example:
+        >>> out = next(BatchDecoder(engine, slots=4).run([DecodeRequest(cache, logits, 32)]))  # doctest: +SKIP
+        >>> out.stop_reason                                                                  # doctest: +SKIP
+        'stop'
+    """
+
+    def __init__(self, engine: Engine, slots: int = DEFAULT_SLOTS) -> None:
+        if slots < 1:
+            raise InputError(f"--slots must be at least 1, got {slots}")
+        self.engine = engine
+        self.slots = slots
+        self.schedule = DecodeSchedule(slots, KERNEL_PATH, engine.settings.dtype)
+        self._eos = engine.eos_ids
+        _install_onednn_linears(engine)
+        self.tokens_decoded = 0
+        self.model_seconds = 0.0
+
+    def run(self, requests: Iterable[DecodeRequest], *,
+            progress: DecodeProgress | None = None) -> Iterator[DecodeOutcome]:
+        """Decode every request; yields each outcome as soon as its request finishes.
+
+        `requests` is read lazily, one request per free slot, so a caller may prefill at admission
+        and may react to earlier outcomes (e.g. skip a problem already solved) before the next one.
+        """
+        pending = iter(requests)
+        exhausted = False
+        active: list[_Active | None] = [None] * self.slots
+        finished = 0
+        started = time.perf_counter()
+        while True:
+            for i in range(self.slots):          # continuous batching: fill every free slot
+                while active[i] is None and not exhausted:
+                    req = next(pending, None)
+                    if req is None:
+                        exhausted = True
+                        break
+                    if req.budget <= 0:          # nothing to decode: finished at admission
+                        finished += 1
+                        yield DecodeOutcome(req.tag, [], "budget", i, 0.0)
+                        continue
+                    active[i] = self._admit(req)
+            if all(a is None for a in active):
+                return
+            feed: list[int] = [0] * self.slots
+            for i, a in enumerate(active):
+                if a is None:
+                    continue
+                token = self._next_token(a)
+                reason = self._stop_reason(a, token)
+                if reason is not None:
+                    active[i] = None
+                    finished += 1
+                    if progress:
+                        progress(finished, self.tokens_decoded, self.tokens_decoded /
+                                 max(time.perf_counter() - started, 1e-9))
+                    yield DecodeOutcome(a.request.tag, a.tokens, reason, i, time.perf_counter() - a.started, a.kept)
+                    continue
+                feed[i] = token
+            if any(a is not None for a in active):
+                t0 = time.perf_counter()
+                logits = decode_step(self.engine, [a.kv if a else None for a in active], feed)
+                self.model_seconds += time.perf_counter() - t0
+                for i, a in enumerate(active):
+                    if a is not None:
+                        a.logits = logits[i]
+
+    def _admit(self, req: DecodeRequest) -> _Active:
+        kv = SlotKV(req.cache, extra=req.budget)
+        generator = torch.Generator().manual_seed(req.seed) if req.temperature > 0 and req.seed is not None else None
+        return _Active(req, kv, req.logits, generator, time.perf_counter())
+
+    def _next_token(self, a: _Active) -> int:
+        if a.request.keep_logits:
+            a.kept.append(a.logits.clone())
+        forced = a.request.forced
+        token = forced[len(a.tokens)] if forced else pick_token(a.logits, a.request.temperature, a.generator)
+        a.tokens.append(token)
+        self.tokens_decoded += 1
+        return token
+
+    def _stop_reason(self, a: _Active, token: int) -> StopReason | None:
+        forced = a.request.forced
+        if forced is not None:
+            return "budget" if len(a.tokens) >= min(len(forced), a.request.budget) else None
+        if token in self._eos:
+            return "eos"
+        if a.request.stop.should_stop(self.engine, a.tokens):
+            return "stop"
+        if len(a.tokens) >= a.request.budget:
+            return "budget"
+        return None

@@ -1,0 +1,151 @@
+"""Batched decoding: every slot's logits are its own, whatever shares the batch (flywheel/decode.py)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+from flywheel.decode import BatchDecoder, DecodeOutcome, DecodeRequest
+from flywheel.engine import Engine, StopRule
+from flywheel.kv import capture, graft
+from flywheel.testing import TINY_SLIDING_WINDOW
+
+NO_STOP = StopRule(newline=False)
+PROMPTS = ["Problem: what is 2+3?\nSolution:", "x" * 40, "Hello there, a longer prompt. " * 3, "abc",
+           "Solve for x: 2x + 3 = 7\nSolution:"]
+
+
+def sha(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()
+
+
+def request(engine: Engine, prompt: str, budget: int, tag: str, **kw: object) -> DecodeRequest:
+    cache, logits = engine.prefill(engine.encode(prompt))
+    return DecodeRequest(cache, logits[-1], budget, stop=NO_STOP, tag=tag, keep_logits=True, **kw)  # type: ignore[arg-type]
+
+
+def decode(engine: Engine, slots: int, requests: list[DecodeRequest]) -> dict[str, DecodeOutcome]:
+    return {o.tag: o for o in BatchDecoder(engine, slots).run(requests)}
+
+
+def step_shas(out: DecodeOutcome) -> list[str]:
+    return [sha(t) for t in out.step_logits]
+
+
+@pytest.mark.parametrize("kind", ["gemma", "llama"])
+def test_slot_logits_do_not_depend_on_neighbours_position_or_finish_times(kind: str, tiny_gemma: Engine,
+                                                                          tiny_llama: Engine) -> None:
+    engine = tiny_gemma if kind == "gemma" else tiny_llama
+    steps = 3 * TINY_SLIDING_WINDOW  # decode well past the sliding window
+    alone = decode(engine, 4, [request(engine, PROMPTS[0], steps, "me")])["me"]
+    assert len(alone.step_logits) == steps
+    reference = step_shas(alone)
+    mixes = [
+        [request(engine, PROMPTS[2], 7, "n1"), request(engine, PROMPTS[1], steps + 5, "n2"),
+         request(engine, PROMPTS[0], steps, "me"), request(engine, PROMPTS[3], 3, "n3"),
+         request(engine, PROMPTS[1], 9, "n4")],
+        [request(engine, PROMPTS[4], 2 * steps, "n1", temperature=0.9, seed=3),
+         request(engine, PROMPTS[0], steps, "me")],
+    ]
+    for mix in mixes:
+        out = decode(engine, 4, mix)
+        assert out["me"].slot != alone.slot or mix is mixes[1]
+        assert out["me"].tokens == alone.tokens
+        assert step_shas(out["me"]) == reference
+
+
+def test_slot_bits_are_the_same_for_every_slot_count(tiny_gemma: Engine) -> None:
+    """True batch invariance: oneDNN rows do not change with the row count (>= 2 rows always run)."""
+    shas = []
+    for slots in (1, 2, 3, 8):
+        neighbours = [request(tiny_gemma, PROMPTS[1], 11, f"n{i}") for i in range(slots - 1)]
+        out = decode(tiny_gemma, slots, [*neighbours, request(tiny_gemma, PROMPTS[4], 40, "me")])["me"]
+        shas.append(step_shas(out))
+    assert all(s == shas[0] for s in shas)
+
+
+def test_batched_schedule_differs_from_the_single_sequence_path_and_says_so(tiny_gemma: Engine) -> None:
+    """The one-row MKL path is another schedule: compared, its bits differ (so it is never mixed)."""
+    out = decode(tiny_gemma, 4, [request(tiny_gemma, PROMPTS[0], 12, "me")])["me"]
+    cache, logits = tiny_gemma.prefill(tiny_gemma.encode(PROMPTS[0]))
+    single = [logits[-1]]
+    for token in out.tokens[:-1]:
+        single.append(tiny_gemma.decode_one_token(cache, token))
+    assert sha(single[0]) == sha(out.step_logits[0])          # the prefill's logits are shared
+    assert any(sha(a) != sha(b) for a, b in zip(single[1:], out.step_logits[1:], strict=True))
+    assert max(float((a - b).abs().max()) for a, b in zip(single, out.step_logits, strict=True)) < 1e-3
+
+
+def test_graft_equals_fresh_inside_the_batched_schedule(tiny_gemma: Engine) -> None:
+    ids = tiny_gemma.encode(PROMPTS[2] * 2)
+    assert len(ids) > TINY_SLIDING_WINDOW
+    cache, logits = tiny_gemma.prefill(ids)
+    artifact = capture(tiny_gemma, cache, ids, logits[-1])
+    forced = tiny_gemma.encode(" and then some more text", bos=False)
+    fresh = DecodeRequest(cache, logits[-1], len(forced), tag="fresh", keep_logits=True, forced=forced)
+    g = graft(tiny_gemma, artifact)
+    grafted = DecodeRequest(g.cache, logits[-1], len(forced), tag="graft", keep_logits=True, forced=forced)
+    a = decode(tiny_gemma, 4, [request(tiny_gemma, PROMPTS[3], 5, "x"), fresh])
+    b = decode(tiny_gemma, 4, [grafted, request(tiny_gemma, PROMPTS[1], 30, "y")])
+    assert a["fresh"].slot != b["graft"].slot
+    assert step_shas(a["fresh"]) == step_shas(b["graft"])
+
+
+def test_continuous_batching_refills_free_slots_and_finishes_everything(tiny_llama: Engine) -> None:
+    budgets = [3, 20, 5, 1, 8, 13, 2, 0, 6]
+    reqs = [request(tiny_llama, PROMPTS[i % len(PROMPTS)], b, f"r{i}") for i, b in enumerate(budgets)]
+    outs = list(BatchDecoder(tiny_llama, 3).run(reqs))
+    assert sorted(o.tag for o in outs) == sorted(r.tag for r in reqs)
+    for o, b in ((o, budgets[int(o.tag[1:])]) for o in outs):
+        assert len(o.tokens) == b and o.stop_reason == "budget"
+    # the 20-token request is still running while short ones finish and others take their slots
+    order = [o.tag for o in outs]
+    assert order.index("r1") > order.index("r4")
+
+
+def test_stop_rules_end_a_slot_and_report_why(tiny_gemma: Engine) -> None:
+    eos = next(iter(tiny_gemma.eos_ids))
+    logits = torch.full((tiny_gemma.model.config.vocab_size,), -10.0)
+    logits[eos] = 10.0
+    cache, _ = tiny_gemma.prefill(tiny_gemma.encode("abc"))
+    outs = decode(tiny_gemma, 2, [
+        DecodeRequest(cache, logits, 10, tag="eos"),
+        DecodeRequest(cache, tiny_gemma.prefill(tiny_gemma.encode("abc"))[1][-1], 6, stop=NO_STOP, tag="budget"),
+    ])
+    assert outs["eos"].stop_reason == "eos" and outs["eos"].tokens == [eos]
+    assert outs["budget"].stop_reason == "budget" and len(outs["budget"].tokens) == 6
+
+
+def test_sampled_slots_are_reproducible_by_seed(tiny_gemma: Engine) -> None:
+    def sample(seed: int, neighbour: bool) -> list[int]:
+        reqs = [request(tiny_gemma, PROMPTS[0], 25, "me", temperature=1.0, seed=seed)]
+        if neighbour:
+            reqs.insert(0, request(tiny_gemma, PROMPTS[1], 25, "n", temperature=1.0, seed=seed + 1))
+        return decode(tiny_gemma, 4, reqs)["me"].tokens
+
+    assert sample(5, False) == sample(5, True)
+    assert sample(5, False) != sample(6, False)
+
+
+def test_bad_slot_count_is_refused(tiny_gemma: Engine) -> None:
+    from flywheel.errors import InputError
+
+    with pytest.raises(InputError, match="at least 1"):
+        BatchDecoder(tiny_gemma, 0)
+
+
+@pytest.mark.real_model
+def test_real_model_slot_is_neighbour_invariant_past_the_window(real_engine: Engine) -> None:
+    from flywheel.problemsets import champ_corpus
+
+    text = "\n".join(t for _, t in zip(range(6), champ_corpus(), strict=False))
+    long_ids = real_engine.encode(text)[:600]                # past Gemma 3's 512-token window
+    cache, logits = real_engine.prefill(long_ids)
+    me = lambda: DecodeRequest(cache, logits[-1], 10, stop=NO_STOP, tag="me", keep_logits=True)  # noqa: E731
+    alone = decode(real_engine, 4, [me()])["me"]
+    mixed = decode(real_engine, 4, [request(real_engine, PROMPTS[0], 4, "a"),
+                                    request(real_engine, PROMPTS[4], 12, "b", temperature=0.7, seed=1), me()])["me"]
+    assert mixed.slot != alone.slot
+    assert step_shas(mixed) == step_shas(alone)
