@@ -13,9 +13,9 @@ import sympy
 from verifiers.equivalence import Node, Outcome, canon, compare
 from verifiers.extract import extract_answer, reference_alternatives, strip_phrases
 from verifiers.parse import parse
+from verifiers.quantities import Quantity, read_quantity
 from verifiers.types import MODES, ParseError, Verdict, VerifierConfig
 
-_UNITS = re.compile(r"^\s*(-?\d[\d,]*(?:\.\d+)?)\s+[A-Za-z][A-Za-z\s\-]*$")
 _YES_NO = re.compile(r"^(yes|no)\b")
 
 
@@ -46,14 +46,33 @@ def text_equal(cand: str, ref: str) -> Outcome:
     return Outcome(False, f"text {c[:40]!r} differs from {r[:40]!r}")
 
 
-def _parse_answer(s: str, cfg: VerifierConfig) -> Any:
-    try:
-        return parse(s, cfg)
-    except ParseError as err:
-        m = _UNITS.match(s)
-        if m and not err.refused:  # "144 ways" -> 144
-            return parse(m.group(1), cfg)
-        raise
+def _parse_answer(s: str, cfg: VerifierConfig) -> tuple[Any, Quantity]:
+    """Parse an extracted answer; a unit or percent word is split off first (`144 ways` -> 144)."""
+    q = read_quantity(s)
+    if q.math != s:
+        try:
+            value = parse(q.math, cfg)
+        except ParseError as err:
+            if err.refused:
+                raise
+        else:
+            if q.decimal_comma or isinstance(value, sympy.Basic) and not value.free_symbols:
+                return value, q  # only a number carries a unit
+    return parse(s, cfg), Quantity(s, percent=q.percent)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, sympy.Basic) and not isinstance(v, sympy.Set) and not v.free_symbols
+
+
+def _quantity_gate(pc: Any, qc: Quantity, pr: Any, qr: Quantity) -> str | None:
+    """Why two quantities cannot be equal whatever their numbers (None when they may be)."""
+    if qc.unit and qr.unit and qc.unit != qr.unit:
+        return f"unit {qc.unit!r} against {qr.unit!r}"
+    for q, other in ((qc, pr), (qr, pc)):
+        if q.decimal_comma and not _is_number(other):
+            return "refused: a leading 0, followed by digits is a decimal comma or a list; ambiguous here"
+    return None
 
 
 def _single_expr(n: Node) -> Any:
@@ -117,18 +136,22 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
             if o.equal:
                 return Verdict("equivalent", o.reason, mode, cand, r)
         return Verdict("not_equivalent", o.reason, mode, cand, refs[0])
+    pc: Any = None
+    qc = Quantity(cand)
     try:
-        pc: Any = _parse_answer(cand, cfg)
+        pc, qc = _parse_answer(cand, cfg)
         cerr = None
     except ParseError as err:
-        pc, cerr = None, err
+        cerr = err
     results: list[Verdict] = []
     for r in refs:
+        pr: Any = None
+        qr = Quantity(r)
         try:
-            pr: Any = _parse_answer(r, cfg)
+            pr, qr = _parse_answer(r, cfg)
             rerr = None
         except ParseError as err:
-            pr, rerr = None, err
+            rerr = err
         shown = (str(pc)[:200] if pc is not None else None, str(pr)[:200] if pr is not None else None)
         if pc is not None and pr is not None:
             why = _mode_gate(pr, mode, "reference", r) or _mode_gate(pc, mode, "candidate", cand)
@@ -136,9 +159,19 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
                 results.append(Verdict("unparseable" if why.startswith("reference") else "not_equivalent",
                                        why, mode, cand, r, *shown))
                 continue
+            why = _quantity_gate(pc, qc, pr, qr)
+            if why:
+                results.append(Verdict("unparseable" if why.startswith("refused") else "not_equivalent",
+                                       why, mode, cand, r, *shown))
+                continue
             o = compare(pc, pr, cfg, mode)
             if o.equal:
                 return Verdict("equivalent", o.reason, mode, cand, r, *shown)
+            if qr.percent and not qc.percent and _is_number(pc) and _is_number(pr) and mode in ("auto", "number"):
+                # a percentage reference p% also accepts the bare number p ("28" for "28%")
+                o2 = compare(pc, pr * 100, cfg, mode)
+                if o2.equal:
+                    return Verdict("equivalent", f"the percentage's number: {o2.reason}", mode, cand, r, *shown)
             results.append(Verdict("not_equivalent", o.reason if o.equal is False else f"not shown equal ({o.reason})",
                                    mode, cand, r, *shown))
             continue

@@ -35,6 +35,7 @@ class Node:
     kind: str
     value: Any
     var: str | None = None  # for a set written "n = 2, 3, 4": the variable it lists values of
+    written: tuple[Node, ...] | None = None  # a bare list's items in the order written ("-5, 14/3")
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,9 @@ def canon(v: Any) -> Node:
             return _with_var(canon(v.rhs), str(v.lhs))
         if v.op == "=" and isinstance(v.lhs, Seq) and isinstance(v.rhs, Seq) and v.lhs.left == "(" \
                 and len(v.lhs.items) == len(v.rhs.items) and all(_is_var(i) for i in v.lhs.items):
-            # (x, y) = (0, 0)
-            return Node("assign", tuple(sorted((str(k), canon(val)) for k, val in
-                                               zip(v.lhs.items, v.rhs.items, strict=True))))
+            # (x, y) = (0, 0): the variables keep the order they are written in
+            return Node("assign", tuple((str(k), canon(val)) for k, val in
+                                        zip(v.lhs.items, v.rhs.items, strict=True)))
         if v.op == "=" and _is_var(v.lhs) and not (isinstance(v.rhs, sympy.Basic) and v.rhs.has(v.lhs)):
             return Node("assign", ((str(v.lhs), canon(v.rhs)),))
         return Node("rel", v)
@@ -89,7 +90,7 @@ def canon(v: Any) -> Node:
         if v.left == "(" and v.right == ")" and all(n.kind == "assign" for n in nodes):
             merged = dict(kv for n in nodes for kv in n.value)  # (x=1, y=2)
             if len(merged) == sum(len(n.value) for n in nodes):
-                return Node("assign", tuple(sorted(merged.items())))
+                return Node("assign", tuple(merged.items()))
         return Node("seq", v)
     raise ParseError(f"cannot compare {type(v).__name__}")
 
@@ -124,9 +125,9 @@ def _items(items: tuple[Any, ...], ordered: bool) -> Node:
         if len(names) == 1:  # x = 1 or x = 2
             var = next(iter(names))
             return Node("set", tuple(_flatten([g[var] for g in groups])), var)
-        assigns = [Node("assign", tuple(sorted(g.items()))) for g in groups]
+        assigns = [Node("assign", tuple(g.items())) for g in groups]
         return assigns[0] if len(assigns) == 1 else Node("set", tuple(assigns))
-    return Node("set", tuple(_flatten(nodes)))
+    return Node("set", tuple(_flatten(nodes)), written=tuple(nodes))
 
 
 # --- comparison -----------------------------------------------------------------------------------
@@ -183,11 +184,27 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
         return _cmp(c, r.value[0], cfg)
     if c.kind == "expr" and r.kind == "expr":
         return expr_equal(c.value, r.value, cfg)
-    if c.kind == "set" and r.kind == "set" or {c.kind, r.kind} == {"set", "seq"} \
-            and (c.kind == "seq" and c.value.left == "(" or r.kind == "seq" and r.value.left == "("):
+    if {c.kind, r.kind} == {"assign", "set"}:
+        a, listed = (c, r) if c.kind == "assign" else (r, c)
+        if listed.written is not None and len(a.value) > 1:
+            # x = -5, p = 14/3 against the bare list -5, 14/3: the values in the order written
+            if len(listed.written) != len(a.value):
+                return Outcome(False, f"{len(a.value)} assigned variables against {len(listed.written)} values")
+            return _all_equal([(val, item) for (_, val), item in zip(a.value, listed.written, strict=True)], cfg,
+                              f"values of ({', '.join(k for k, _ in a.value)}) in the order written")
+    if {c.kind, r.kind} == {"assign", "seq"}:
+        return _assign_tuple_equal(c if c.kind == "assign" else r, r if c.kind == "assign" else c, cfg)
+    if c.kind == "set" and r.kind == "seq" and r.value.left == "(":
+        return Outcome(False, "an unordered list or set against an ordered tuple")
+    if c.kind == "seq" and r.kind == "set" and c.value.left == "(" and len(c.value.items) == 2:
+        return Outcome(False, f"the pair {c.value.left}a, b{c.value.right} also reads as an interval, not a set")
+    if c.kind == "set" and r.kind == "set" or c.kind == "seq" and r.kind == "set" and c.value.left == "(":
+        # a tuple answer counts as a set only when the reference is a set (its order cannot matter)
         if c.var and r.var and c.var != r.var:
             return Outcome(False, f"values of {c.var} against values of {r.var}")
         return _set_equal(_as_set(c).value, _as_set(r).value, cfg)
+    if c.kind == "rel" and r.kind in ("interval", "seq") or r.kind == "rel" and c.kind in ("interval", "seq"):
+        c, r = _rel_as_interval(c), _rel_as_interval(r)
     if c.kind == "assign" and r.kind == "assign":
         cv, rv = dict(c.value), dict(r.value)
         if set(cv) != set(rv):
@@ -202,6 +219,33 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
     if c.kind == "matrix" or r.kind == "matrix":
         return _matrix_equal(c, r, cfg)
     return Outcome(False, f"a {c.kind} against a {r.kind}")
+
+
+def _assign_tuple_equal(a: Node, t: Node, cfg: VerifierConfig) -> Outcome:
+    """`(p, q) = (3, 2)` or `p = 3, q = 2` against the tuple `(3, 2)`: values in the written order."""
+    seq: Seq = t.value
+    if seq.left != "(" or seq.right != ")":
+        return Outcome(False, f"an assignment against {seq.left}...{seq.right}")
+    if len(a.value) != len(seq.items):
+        return Outcome(False, f"{len(a.value)} assigned variables against {len(seq.items)} components")
+    return _all_equal([(val, canon(item)) for (_, val), item in zip(a.value, seq.items, strict=True)], cfg,
+                      f"values of ({', '.join(k for k, _ in a.value)}) in order")
+
+
+def _rel_as_interval(n: Node) -> Node:
+    """`x < 2` -> x in (-oo, 2); other relations unchanged."""
+    if n.kind != "rel" or n.value.op not in ("<", "<=", ">", ">="):
+        return n
+    rel: Rel = n.value
+    op, var, end = (rel.op, rel.lhs, rel.rhs) if _is_var(rel.lhs) else (_FLIP_SIDES[rel.op], rel.rhs, rel.lhs)
+    if not _is_var(var) or not isinstance(end, sympy.Basic) or end.free_symbols or not end.is_extended_real:
+        return n
+    if op in ("<", "<="):
+        return Node("interval", sympy.Interval(-sympy.oo, end, True, op == "<"), str(var))
+    return Node("interval", sympy.Interval(end, sympy.oo, op == ">", True), str(var))
+
+
+_FLIP_SIDES = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def _as_rel(n: Node) -> Node:
@@ -231,18 +275,33 @@ def _interval_equal(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
     ci, ri = _as_interval(c), _as_interval(r)
     if ci is None or ri is None:
         return Outcome(False, f"a {c.kind} against a {r.kind}")
+    if c.var and r.var and c.var != r.var:
+        return Outcome(False, f"values of {c.var} against values of {r.var}")
     if ci.kind == "interval" or ri.kind == "interval":
-        a = ci.value if ci.kind == "interval" else sympy.Interval(ci.value[0], ci.value[1], ci.value[2] == "(",
-                                                                    ci.value[3] == ")")
-        b = ri.value if ri.kind == "interval" else sympy.Interval(ri.value[0], ri.value[1], ri.value[2] == "(",
-                                                                    ri.value[3] == ")")
-        return Outcome(a == b, "same set" if a == b else f"{a} against {b}")
+        a, b = _sympy_interval(ci), _sympy_interval(ri)
+        if a is None or b is None:
+            return Outcome(False, f"a {c.kind} against a {r.kind}")
+        try:
+            same = a == b or (sympy.Complement(a, b) == sympy.S.EmptySet
+                              and sympy.Complement(b, a) == sympy.S.EmptySet)
+        except (TypeError, ValueError, ArithmeticError, RecursionError):
+            return Outcome(None, "could not compare the sets")
+        return Outcome(bool(same), "same set" if same else f"{_short(a)} against {_short(b)}")
     lo1, hi1, l1, r1 = ci.value
     lo2, hi2, l2, r2 = ri.value
     if (l1, r1) != (l2, r2):
         return Outcome(False, f"ends {l1}{r1} against {l2}{r2} (open/closed differ)")
     return _all_equal([(Node("expr", lo1), Node("expr", lo2)), (Node("expr", hi1), Node("expr", hi2))], cfg,
                       "interval ends")
+
+
+def _sympy_interval(n: Node) -> Any:
+    if n.kind == "interval":
+        return n.value
+    lo, hi, left, right = n.value
+    if lo.free_symbols or hi.free_symbols:
+        return None
+    return sympy.Interval(lo, hi, left == "(", right == ")")
 
 
 def _matrix_equal(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:

@@ -1,10 +1,21 @@
 """Answer extraction from free model text, and the reference-side phrase conventions.
 
-Order of evidence, strongest first: the last `\\boxed{...}` (nested braces), "Final answer:",
-"The answer is", "There are N such ...", the last display/inline math (`\\[...\\]`, `$...$`),
-"... is X." closing a short final sentence, then the whole text if it is short and bare.
-The last-number fallback runs only when asked (`last_number=True`): an unrelated digit must
-never count as an answer by default.
+Order of evidence, strongest first:
+
+1. The last *statement*: the last run of `\\boxed{...}` (nested braces), or an answer marker
+   ("Final answer:", "The final answer is", "The answer is") written *after* that run. Boxes
+   joined only by separators (`,`, `;`, `and`, `or`, `\\quad`, `\\text{and}`) are one list
+   answer: `\\boxed{2}, \\boxed{3}` is `2, 3`, never `3`. Boxes parted by other text are separate
+   statements, and only the last one counts (`\\boxed{1} no \\boxed{2}` is `2`). A marker after
+   the last box wins when what follows it is a short mathematical answer (the MATH/Minerva line
+   "Final Answer: The final answer is $100$. I hope it is correct." after an intermediate box).
+2. "There are N such ...", the last display/inline math (`\\[...\\]` across lines, `$...$`),
+   "... is X." closing a short final sentence, then the whole text if it is short and bare.
+
+A chain `a = b = 75` is read as its last value only when it is one chain of equalities: never
+at the `=` of a comparison (`x <= 2` stays a relation) and never across a separator
+(`x = 19, \\quad y = 2` stays a system). The last-number fallback runs only when asked
+(`last_number=True`): an unrelated digit must never count as an answer by default.
 """
 
 from __future__ import annotations
@@ -13,7 +24,15 @@ import re
 
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 
-_FINAL = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)\s*:?\s*(.+)", re.I | re.S)
+#: "Final answer:", "The final answer is", "**Final Answer:**", "answer = ": what follows is the answer.
+_MARKER = re.compile(r"(?:final answer|the answer|answer)\s*(?:\*\*)?\s*(?:is\b|:|=)\s*:?\s*(?:\*\*)?\s*", re.I)
+#: Text that may stand between boxes of one list answer.
+_BOX_SEP = re.compile(r"(?:\s|[,;$.]|\\[\[\]()]|\\q?quad(?![A-Za-z])|\\[,;:! ]|\b(?:and|or)\b"
+                      r"|\\(?:text|mbox|textnormal)\s*\{\s*(?:and|or|,)?\s*\})*", re.I)
+#: Operators that make `=` part of a comparison, or the statement an approximation.
+_COMPARISON = re.compile(r"[<>≤≥≠≈]|(?<![\d)!])!=|\\(?:le|ge|leq|geq|ne|neq|lt|gt|leqslant|geqslant|approx|sim|equiv)"
+                         r"(?![A-Za-z])")
+_DISPLAY_BLOCK = re.compile(r"\\\[(.+?)\\\]|\$\$(.+?)\$\$", re.S)
 #: An answer marker with nothing after it: the text was cut off before the answer (a spent budget).
 _DANGLING = re.compile(r"(?:final answer|the answer|answer)\s*(?:is|:|=)?\s*:?\s*$", re.I)
 _THERE_ARE = re.compile(
@@ -42,17 +61,75 @@ _PHRASES = [
 ]
 
 
-def find_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` / `\\fbox{...}`, nested braces balanced; None if absent."""
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
-    for start in reversed(starts):
-        depth, i = 1, start
+def _boxes(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of every complete `\\boxed{...}` / `\\fbox{...}`, nested braces balanced."""
+    out: list[tuple[int, int, str]] = []
+    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        if out and m.start() < out[-1][1]:
+            continue  # a box inside a box: the outer one holds it
+        depth, i = 1, m.end()
         while i < len(text) and depth:
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
         if depth == 0:
-            return text[start:i - 1].strip()
-    return None
+            out.append((m.start(), i, text[m.end():i - 1].strip()))
+    return out
+
+
+def last_box_run(text: str) -> tuple[int, str] | None:
+    """(start, answer) of the last run of boxes joined only by separators; a run of several is a list."""
+    boxes = _boxes(text)
+    if not boxes:
+        return None
+    run = [boxes[-1]]
+    for b in reversed(boxes[:-1]):
+        if not _BOX_SEP.fullmatch(text[b[1]:run[0][0]]):
+            break
+        run.insert(0, b)
+    contents = [c for _, _, c in run]
+    if all(c == contents[0] for c in contents):
+        contents = contents[:1]  # the same answer boxed twice in a row is one answer
+    return run[0][0], ", ".join(contents)
+
+
+def find_boxed(text: str) -> str | None:
+    """The answer stated by the last run of boxes (see the module docstring); None if there is none."""
+    run = last_box_run(text)
+    return run[1] if run else None
+
+
+def value_after_equals(s: str) -> str | None:
+    """The last value of the chain of equalities that ends `s` (`So P(4)=1+14+36+24=75` -> `75`), else None.
+
+    None when that chain compares or approximates (`x <= 2`, `x \\ne 5`, `\\approx`), or when it is the
+    last of several statements (`x = 19, \\quad y = 2`, `x = 1; y = 2`): those are not one value.
+    Prose before the chain ("Since 120=5!, we have ... = 0") is context, not a statement.
+    """
+    i = s.rfind("=")
+    if i < 0:
+        return None
+    start = 0
+    for m in re.finditer(r"[A-Za-z]{2,}", s[:i]):
+        if _prose_words(m.group()) and not s[:m.start()].endswith("\\"):
+            start = m.end()
+    clause = start
+    depth = 0
+    for j in range(start, i):
+        ch = s[j]
+        depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
+        if depth == 0 and ch in ",;":
+            clause = j + 1
+    for m in re.finditer(r"\\q?quad(?![A-Za-z])|\b(?:and|or)\b", s[start:i]):
+        clause = max(clause, start + m.end())
+    if "=" in s[start:clause] or _COMPARISON.search(_QUALIFIER.sub("", s[clause:])):
+        return None
+    rhs = s[i + 1:].strip()
+    return rhs or None
+
+
+def _one_line_display(text: str) -> str:
+    """Display math written across lines (`\\[ \\n 9 \\n \\]`) joined onto one line."""
+    return _DISPLAY_BLOCK.sub(lambda m: " ".join(m.group().split()), text)
 
 
 def _first_sentence(s: str) -> str:
@@ -92,17 +169,20 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
 
     Example: `extract_answer("so the total is \\boxed{\\frac{1}{2}}.")` -> `"\\frac{1}{2}"`.
     """
-    text = text.strip()
+    text = _one_line_display(text.strip())
     if not text:
         return None
-    boxed = find_boxed(text)
-    if boxed is not None:
-        return boxed
-    finals = list(_FINAL.finditer(text))
-    if finals:
-        ans = _unwrap(_first_sentence(finals[-1].group(1)))
-        if ans:
-            return ans
+    run = last_box_run(text)
+    markers = list(_MARKER.finditer(text))
+    if markers and (run is None or markers[-1].start() > run[0]):
+        stated = _unwrap(_first_sentence(text[markers[-1].end():]))
+        if len(_prose_words(stated)) > 1:  # "Final Answer: The largest $n$ is 34."
+            closing = _closing(stated, max_chars)
+            stated = closing[1] if closing is not None else stated
+        if stated and (run is None or len(_prose_words(stated)) <= 1):
+            return stated  # a final statement after an intermediate box wins over it
+    if run is not None:
+        return run[1]
     if _DANGLING.search(text):
         return None
     there = list(_THERE_ARE.finditer(text))
@@ -111,8 +191,9 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
     if len(text) <= max_chars:
         short = strip_phrases(_LEAD.sub("", text))
         if not _prose_words(short) or _YES_NO.match(short):
-            if short != strip_phrases(text) and "=" in short and not _VAR_EQ.match(short):
-                short = short.rsplit("=", 1)[1]  # "So P(4)=1+14+36+24=75." -> 75
+            rhs = value_after_equals(short)
+            if short != strip_phrases(text) and rhs and not _VAR_EQ.match(short):
+                short = rhs  # "So P(4)=1+14+36+24=75." -> 75
             return _unwrap(short)
     last = _last_sentence(text)
     found = list(_DISPLAY.finditer(last or text))
@@ -121,20 +202,22 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
         return closing[1]  # "The value of $3^{105} \bmod 11$ is 2." -> 2
     if found:
         # "$x = 3$ and $x = 2$": a run of math joined only by separators is one answer
-        run = [found[-1]]
+        maths = [found[-1]]
         src = last or text
         for m in reversed(found[:-1]):
-            if not re.fullmatch(r"\s*(?:,|and|or|, and|, or)?\s*", src[m.end():run[0].start()]):
+            if not re.fullmatch(r"\s*(?:,|and|or|, and|, or)?\s*", src[m.end():maths[0].start()]):
                 break
-            run.insert(0, m)
-        out = ", ".join(_unwrap(next(g for g in m.groups() if g is not None)) for m in run)
-        if len(run) == 1 and "=" in out and not _VAR_EQ.match(out) and _prose_words(src):
-            out = out.rsplit("=", 1)[1].strip()  # "is $8! - 1260 - 6720 = 120$." -> 120
+            maths.insert(0, m)
+        out = ", ".join(_unwrap(next(g for g in m.groups() if g is not None)) for m in maths)
+        rhs = value_after_equals(out)
+        if len(maths) == 1 and rhs and not _VAR_EQ.match(out) and _prose_words(src):
+            out = rhs  # "is $8! - 1260 - 6720 = 120$." -> 120
         return out
     if closing is not None:
         return closing[1]
-    if last and len(last) <= max_chars and "=" in last and re.search(r"[A-Za-z]{2,}\s", last):
-        cand = _unwrap(_QUALIFIER.sub("", last.rsplit("=", 1)[1]))
+    rhs = value_after_equals(last) if last and len(last) <= max_chars else None
+    if rhs and re.search(r"[A-Za-z]{2,}\s", last):
+        cand = _unwrap(_QUALIFIER.sub("", rhs))
         if cand and not _prose_words(cand):
             return cand
     if _is_bare(text, max_chars):
@@ -148,7 +231,8 @@ def extract_answer(text: str, *, last_number: bool = False, max_chars: int = 600
 
 _MATH_WORDS = {"sqrt", "sin", "cos", "tan", "log", "ln", "exp", "floor", "ceil", "pi", "frac", "dfrac",
                "binom", "sum", "cdot", "times", "infty", "left", "right", "le", "ge", "leq", "geq", "pm",
-               "text", "mathrm", "boxed", "and", "or", "gcd", "lcm", "max", "min", "oo", "cup", "in"}
+               "text", "mathrm", "boxed", "and", "or", "gcd", "lcm", "max", "min", "oo", "cup", "in", "quad",
+               "qquad", "neq", "tfrac", "cfrac", "mathbf", "textbf", "mbox"}
 
 
 _SHORT_WORDS = {"so", "we", "is", "it", "of", "to", "as", "be", "by", "on", "an", "at", "if", "no", "thus"}
@@ -169,8 +253,9 @@ def _closing(last: str, max_chars: int) -> tuple[int, str] | None:
         return None
     for m in reversed(list(_CLOSING_IS.finditer(last))):
         cand = _unwrap(_QUALIFIER.sub("", _TRAIL.sub("", last[m.end():])))
-        if "=" in cand and not _VAR_EQ.match(cand):  # (139+178)*2=317*2=634 -> 634
-            cand = cand.rsplit("=", 1)[1].strip()
+        rhs = value_after_equals(cand)
+        if rhs and not _VAR_EQ.match(cand):  # (139+178)*2=317*2=634 -> 634
+            cand = rhs
         if cand and len(_prose_words(cand)) <= 1 and not _YES_NO.match(last):
             return m.start(), cand
     return None

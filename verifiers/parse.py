@@ -59,7 +59,7 @@ class Items:
 _UNICODE = {
     "−": "-", "–": "-", "—": "-", "×": "*", "·": "*", "⋅": "*", "÷": "/", "≤": "<=", "≥": ">=",
     "≠": "!=", "π": "pi", "∞": "oo", "√": "sqrt", "±": r"\pm ", "∓": r"\pm ", "∈": r"\in ",
-    "∪": r"\cup ", "…": "...", "⩽": "<=", "⩾": ">=", "’": "'", "\u00a0": " ",
+    "∪": r"\cup ", "…": "...", "⩽": "<=", "⩾": ">=", "’": "'", "\u00a0": " ", "€": " ", "£": " ",
 }
 _DROP = re.compile(
     r"\\(?:left|right|big|Big|bigg|Bigg|bigl|bigr|Bigl|Bigr|displaystyle|textstyle|limits)(?![A-Za-z])"
@@ -67,27 +67,37 @@ _DROP = re.compile(
 )
 _TOKEN = re.compile(
     r"(?P<ws>\s+)"
-    r"|(?P<num>\d{1,3}(?:,\d{3})+(?![\d.,])|\d+(?:\.\d+)?(?![\d.])|\d+\.(?![\d.])|\.\d+)"
+    r"|(?P<num>[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?(?![\d.,])|\d+(?:\.\d+)?(?![\d.])|\d+\.(?![\d.])|\.\d+)"
     r"|(?P<cmd>\\[A-Za-z]+|\\[{}|%\\&])"
     r"|(?P<name>[A-Za-z]+)"
     r"|(?P<op>\.\.\.|<=|>=|!=|==|=<|=>|\*\*|[-+*/^_()\[\]{}=<>,;!|%&:'])"
 )
-_WORDY = ("text", "textbf", "textit", "mathrm", "mathbf", "mathit", "operatorname", "mbox", "rm", "bf")
+_WORDY = ("text", "textbf", "textit", "textnormal", "textrm", "mathrm", "mathbf", "mathit", "operatorname", "mbox",
+          "rm", "bf")
+# Digit-group separators written in LaTeX: 14{,}916 and 11,\!111 (a thin-space hint), not a list.
+_GROUP_SEP = re.compile(r"(?<=\d)(?:\{,\}|,\\!)\s*(?=\d{3}(?!\d))")
 
 
 def normalize(text: str) -> str:
     """Strip delimiters, sizing and spacing commands; map unicode operators to ASCII/LaTeX."""
     for k, v in _UNICODE.items():
         text = text.replace(k, v)
-    text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
+    text = _GROUP_SEP.sub(",", text)
+    text = re.sub(r"\\(q?quad)(?=[A-Za-z])", r"\\\1 ", text)  # ,\quadx_2 in answer keys: \quad then x_2
+    text = re.sub(r"\\[dtc]frac(?![A-Za-z])", r"\\frac", text)
+    text = text.replace("\\$", " ")  # an escaped dollar sign is a currency mark, not math
     text = re.sub(r"\\(?:math)?(?:left|right)?[.](?=\s|$)", " ", text)
     return _DROP.sub(" ", text).strip()
 
 
 def tokenize(text: str) -> list[tuple[str, str]]:
-    """Return `(kind, value)` tokens; kind in num/cmd/name/op; refuses any other character."""
+    """Return `(kind, value)` tokens; kind in num/cmd/name/op; refuses any other character.
+
+    Inside `(...)`, `[...]` and `\\{...\\}` a comma always separates: `(12,102)` is a pair, not 12102.
+    """
     out: list[tuple[str, str]] = []
     pos = 0
+    depth = 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
@@ -103,6 +113,13 @@ def tokenize(text: str) -> list[tuple[str, str]]:
             continue
         if kind == "op":
             val = {"**": "^", "==": "=", "=<": "<=", "=>": ">="}.get(val, val)
+            depth += 1 if val in ("(", "[") else -1 if val in (")", "]") else 0
+        elif kind == "cmd" and val in ("\\{", "\\}"):
+            depth += 1 if val == "\\{" else -1
+        if kind == "num" and "," in val and depth > 0:
+            for k, part in enumerate(val.split(",")):
+                out.extend([("op", ","), ("num", part)] if k else [("num", part)])
+            continue
         out.append((kind, val))
     return out
 
@@ -194,18 +211,32 @@ class _Parser:
         self.expect("}")
 
     def parse_relation(self) -> Any:
-        parts = [self.parse_sum()]
+        parts = [self.parse_union()]
         ops: list[str] = []
         while self.peek()[1] in _RELOPS and self.peek()[0] in ("op", "cmd"):
             ops.append(_RELOPS[self.next()[1]])
-            parts.append(self.parse_sum())
+            parts.append(self.parse_union())
         if not ops:
             return parts[0]
         if len(ops) == 1:
             return Rel(ops[0], parts[0], parts[1])
+        chain = _chain_interval(ops, parts)
+        if chain is not None:  # -793 < a < 10 is a in (-793, 10)
+            return chain
         if all(o == "=" for o in ops):  # x = y = 0: every earlier part equals the last
             return Items(tuple(Rel("=", p, parts[-1]) for p in parts[:-1]))
         return Items(tuple(Rel(o, a, b) for o, a, b in zip(ops, parts, parts[1:], strict=False)))
+
+    def parse_union(self) -> Any:
+        """`A \\cup B \\cup ...` of intervals and finite sets of numbers -> one sympy set."""
+        first = self.parse_sum()
+        if not self.at(r"\cup"):
+            return first
+        pieces = [first]
+        while self.at(r"\cup"):
+            self.next()
+            pieces.append(self.parse_sum())
+        return sympy.Union(*(_real_set(p) for p in pieces))
 
     def parse_sum(self) -> Any:
         self.enter()
@@ -249,7 +280,7 @@ class _Parser:
             return val not in _SEPARATORS
         if kind == "cmd":
             return val[1:] in _FUNCS or val[1:] in _CONSTS or val[1:] in _GREEK or val in (
-                r"\frac", r"\sqrt", r"\binom", r"\lfloor", r"\lceil", r"\sum", r"\pi")
+                r"\frac", r"\sqrt", r"\binom", r"\lfloor", r"\lceil", r"\sum", r"\pi", r"\begin")
         if kind == "wordy":
             return not self._wordy_is_sep()
         return val == "("
@@ -548,8 +579,14 @@ class _Parser:
         self.expect("{")
         env = self.next()[1]
         self.expect("}")
-        if env not in ("pmatrix", "bmatrix", "matrix", "vmatrix", "Bmatrix"):
+        if env not in ("pmatrix", "bmatrix", "matrix", "vmatrix", "Bmatrix", "array"):
             raise ParseError(f"unsupported environment {env!r}")
+        if env == "array":  # \begin{array}{cc}: skip the column specification
+            self.expect("{")
+            while not self.at("}"):
+                if self.next()[0] == "end":
+                    raise ParseError("unclosed array column specification")
+            self.next()
         rows: list[list[Any]] = [[]]
         while True:
             rows[-1].append(as_expr(self.parse_sum()))
@@ -570,6 +607,46 @@ class _Parser:
             raise ParseError("ragged matrix")
         m = sympy.ImmutableMatrix(rows)
         return m.det() if env == "vmatrix" else m
+
+
+def _real_end(v: Any) -> Any:
+    e = as_expr(v)
+    if e.free_symbols or not (e.is_extended_real or e in (sympy.oo, -sympy.oo)):
+        raise ParseError(f"interval end {_short(e)} is not a real number")
+    return e
+
+
+def _real_set(v: Any) -> Any:
+    """One piece of a union: `(a, b)`/`[a, b]` with real ends, `{1, 2}`, a number, or a set already."""
+    if isinstance(v, (sympy.Interval, sympy.Union, sympy.FiniteSet)) or v == sympy.S.EmptySet:
+        return v
+    if isinstance(v, Seq) and len(v.items) == 2:
+        lo, hi = _real_end(v.items[0]), _real_end(v.items[1])
+        if not bool(lo < hi):
+            raise ParseError(f"interval ({_short(lo)}, {_short(hi)}) has its ends out of order")
+        return sympy.Interval(lo, hi, v.left == "(", v.right == ")")
+    if isinstance(v, SetOf):
+        return sympy.FiniteSet(*(_real_end(i) for i in v.items))
+    return sympy.FiniteSet(_real_end(v))
+
+
+def _chain_interval(ops: list[str], parts: list[Any]) -> Rel | None:
+    """`lo < x <= hi` (or the same written with >) -> Rel('in', x, interval); None for other chains."""
+    if len(ops) != 2 or not (set(ops) <= {"<", "<="} or set(ops) <= {">", ">="}):
+        return None
+    lo, mid, hi = parts
+    if not isinstance(mid, sympy.Symbol):
+        return None
+    lo_open, hi_open = ops[0] in ("<", ">"), ops[1] in ("<", ">")
+    if ops[0] in (">", ">="):
+        lo, hi, lo_open, hi_open = hi, lo, hi_open, lo_open
+    try:
+        lo, hi = _real_end(lo), _real_end(hi)
+    except ParseError:
+        return None
+    if not bool(lo < hi):
+        return None
+    return Rel("in", mid, sympy.Interval(lo, hi, lo_open, hi_open))
 
 
 def _short(v: Any) -> str:
