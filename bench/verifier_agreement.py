@@ -1,10 +1,15 @@
-"""Verifier benchmark on CHAMP: self-verification, and agreement with Math-Verify on the stored
-model conversations' final answers, with checks per second for both, measured in one run.
+"""Verifier benchmark: an external table (Math-Verify's own public test cases, both verifiers side
+by side against the expected verdicts), CHAMP self-verification, and agreement with Math-Verify on
+CHAMP's stored model conversations' final answers, with checks per second for both, in one run.
 
     .venv/bin/python bench/verifier_agreement.py                   # 0-Shot conversations of all 4 models
     .venv/bin/python bench/verifier_agreement.py --settings all    # all 18 prompt settings (slow)
+    .venv/bin/python bench/verifier_agreement.py --only external   # the external table alone
 
-Math-Verify is a dev-only comparison (`pip install math-verify`); the verifier never imports it.
+The external cases live in tests/verifiers/data/math_verify_cases.json (data copied with attribution;
+`convention` marks a documented difference of convention, `truth` our judgement where Math-Verify's
+expected verdict is wrong). Math-Verify is a dev-only comparison (`pip install math-verify`); the
+verifier never imports it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -47,6 +53,83 @@ def self_verification(ds: object, cfg: VerifierConfig) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+EXTERNAL = Path(__file__).resolve().parent.parent / "tests" / "verifiers" / "data" / "math_verify_cases.json"
+
+
+def external_cases() -> tuple[list[dict[str, object]], dict[str, str]]:
+    """(cases, conventions) of the external table; each case gets `truth` (expected unless overridden)."""
+    data = json.loads(EXTERNAL.read_text())
+    cases = data["cases"]
+    for c in cases:
+        c.setdefault("truth", c["expected"])
+    return cases, data["conventions"]
+
+
+def ours_external(case: dict[str, object], cfg: VerifierConfig) -> str:
+    """Our status on one case; where Math-Verify's test rounds floats to p digits we allow 10^-p relative."""
+    opts = case.get("mv_options") or {}
+    precision = opts.get("precision") if isinstance(opts, dict) else None
+    run_cfg = replace(cfg, tolerance=10.0 ** -int(precision)) if precision is not None else cfg
+    return check(str(case["pred"]), str(case["gold"]), config=run_cfg).status
+
+
+def math_verify_external(case: dict[str, object]) -> str:
+    """Math-Verify's verdict on one case with the settings its own test used: equal|not_equal|unparseable."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    opts = dict(case.get("mv_options") or {})  # type: ignore[call-overload]
+    targets = opts.get("targets", ["latex", "expr"])
+    configs = [LatexExtractionConfig(boxed_match_priority=0) if t == "latex" else ExprExtractionConfig()
+               for t in targets if t != "default"]
+    try:
+        gold = parse(str(case["gold"]), configs) if configs else parse(str(case["gold"]))
+        pred = parse(str(case["pred"]), configs) if configs else parse(str(case["pred"]))
+        if not gold or not pred:
+            return "unparseable"
+        same = verify(gold, pred, float_rounding=opts.get("precision", 6), strict=opts.get("strict", True),
+                      allow_set_relation_comp=opts.get("allow_set_relation_comp", False))
+    except Exception:
+        return "unparseable"
+    return "equal" if same else "not_equal"
+
+
+def external_table(cfg: VerifierConfig) -> list[tuple[dict[str, object], str, str]]:
+    """Run both verifiers on the external cases and print the table; returns (case, ours, theirs)."""
+    cases, conventions = external_cases()
+    t0 = time.perf_counter()
+    ours = [ours_external(c, cfg) for c in cases]
+    ours_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    theirs = [math_verify_external(c) for c in cases]
+    theirs_s = time.perf_counter() - t0
+    rows = list(zip(cases, ours, theirs, strict=True))
+    print(f"External table: {len(cases)} cases from Math-Verify's public tests "
+          f"({sum('convention' in c for c in cases)} documented convention differences, "
+          f"{sum(c['truth'] != c['expected'] for c in cases)} expected verdicts judged wrong)")
+    print(f"  {'':46s} {'agree':>7s} {'false acc':>9s} {'false rej':>9s} {'unparseable':>11s} {'n':>4s}")
+    for label, keep in (("all cases", lambda c: True), ("excluding convention differences",
+                                                         lambda c: "convention" not in c)):
+        for name, idx, yes in (("ours", 1, "equivalent"), ("Math-Verify", 2, "equal")):
+            sel = [r for r in rows if keep(r[0])]
+            agree = sum((r[idx] == yes) == bool(r[0]["truth"]) for r in sel)
+            fa = sum(r[idx] == yes and not r[0]["truth"] for r in sel)
+            fr = sum(r[idx] != yes and bool(r[0]["truth"]) for r in sel)
+            unp = sum(r[idx] == "unparseable" for r in sel)
+            print(f"  {name + ', ' + label:46s} {agree / len(sel):7.3f} {fa:9d} {fr:9d} {unp:11d} {len(sel):4d}")
+    both = sum((o == "equivalent") == (t == "equal") for _, o, t in rows)
+    print(f"  ours vs Math-Verify verdicts: {both}/{len(rows)} agree; checks/s ours {len(rows) / ours_s:.1f} "
+          f"(worker), Math-Verify {len(rows) / theirs_s:.1f} (in process)")
+    missed = [(c, o) for c, o, _ in rows if "convention" not in c and (o == "equivalent") != bool(c["truth"])]
+    print(f"  our disagreements with the expected verdict outside conventions: {len(missed)}")
+    for c, o in missed:
+        print(f"    {c['id']} expected {c['truth']} ours {o}: {str(c['pred'])[-60:]!r} vs {str(c['gold'])[:40]!r}")
+    used = collections.Counter(str(c["convention"]) for c in cases if "convention" in c)
+    print("  convention differences (documented in the data file):")
+    for key, n in sorted(used.items()):
+        print(f"    {key:20s} {n:3d}  {conventions[key][:100]}")
+    return rows
+
+
 def math_verify_judge(text: str, reference: str) -> bool:
     from math_verify import parse, verify
 
@@ -62,10 +145,16 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=40, help="disagreements written out")
     ap.add_argument("--out", default="/tmp/verifiers_disagreements.jsonl")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", choices=("all", "external", "champ"), default="all")
     args = ap.parse_args()
     cfg = VerifierConfig()
-    ds = champ_dataset.load("v0")
     check("1", "1", config=cfg)  # start the worker outside the timed region
+    if args.only in ("all", "external"):
+        external_table(cfg)
+        print()
+    if args.only == "external":
+        return
+    ds = champ_dataset.load("v0")
 
     t0 = time.perf_counter()
     sv = self_verification(ds, cfg)

@@ -183,6 +183,9 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
     if r.kind == "set" and c.kind != "set" and len(r.value) == 1:
         return _cmp(c, r.value[0], cfg)
     if c.kind == "expr" and r.kind == "expr":
+        if _factors(r.value) >= 2 and _factors(c.value) < 2:
+            # "factor x^4+x^2+1": the expanded polynomial restates the question, it does not answer it
+            return Outcome(False, "the reference is a factorization; an unfactored form does not answer it")
         return expr_equal(c.value, r.value, cfg)
     if {c.kind, r.kind} == {"assign", "set"}:
         a, listed = (c, r) if c.kind == "assign" else (r, c)
@@ -196,7 +199,8 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
         return _assign_tuple_equal(c if c.kind == "assign" else r, r if c.kind == "assign" else c, cfg)
     if c.kind == "set" and r.kind == "seq" and r.value.left == "(":
         return Outcome(False, "an unordered list or set against an ordered tuple")
-    if c.kind == "seq" and r.kind == "set" and c.value.left == "(" and len(c.value.items) == 2:
+    if c.kind == "seq" and r.kind == "set" and c.value.left == "(" and len(c.value.items) == 2 \
+            and all(n.kind == "expr" for n in r.value):
         return Outcome(False, f"the pair {c.value.left}a, b{c.value.right} also reads as an interval, not a set")
     if c.kind == "set" and r.kind == "set" or c.kind == "seq" and r.kind == "set" and c.value.left == "(":
         # a tuple answer counts as a set only when the reference is a set (its order cannot matter)
@@ -219,6 +223,15 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
     if c.kind == "matrix" or r.kind == "matrix":
         return _matrix_equal(c, r, cfg)
     return Outcome(False, f"a {c.kind} against a {r.kind}")
+
+
+def _factors(e: Any) -> int:
+    """Non-constant sums among the factors of a product, with multiplicity: (x+1)^2 (x-y) -> 3."""
+    if isinstance(e, sympy.Mul):
+        return sum(_factors(a) for a in e.args)
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        return min(int(e.exp), 8) * _factors(e.base)
+    return 1 if isinstance(e, sympy.Add) and e.free_symbols else 0
 
 
 def _assign_tuple_equal(a: Node, t: Node, cfg: VerifierConfig) -> Outcome:

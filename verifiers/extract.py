@@ -290,7 +290,11 @@ def strip_phrases(answer: str) -> str:
 def reference_alternatives(reference: str) -> list[str]:
     """A reference may list equivalent forms: `C(10, 5), or equivalently 252` -> both, phrases stripped.
 
-    `, or approximately ...` is dropped: an approximation is not an accepted answer.
+    `, or approximately ...` is dropped: an approximation is not an accepted answer. A reference
+    written as a worked solution (MATH style) is its boxed answer, by the same rule as a candidate's.
     """
+    run = last_box_run(reference)
+    if run is not None:
+        reference = run[1]
     alts = [strip_phrases(p) for p in _ALTERNATIVE.split(_APPROX.sub("", reference.strip()))]
     return [a for a in alts if a] or [reference.strip()]

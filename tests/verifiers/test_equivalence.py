@@ -112,7 +112,9 @@ EXPRESSIONS = [
     ("n(n+1)2^{n-2}", "n(n+1)*2^(n-2)", EQ),
     (r"\left(\frac{n(n+1)}{2}\right)^2", "sum_(i=1)^n i^3, or equivalently (n(n+1)/2)^2", EQ),
     ("n(n+1)(2n+1)/6", "sum_(i=1)^n i^2, or equivalently n(n+1)(2n+1)/6", EQ),
-    ("x^4+x^2+1", "(x^2+x+1)(x^2-x+1)", EQ),
+    ("(x^2-x+1)(x^2+x+1)", "(x^2+x+1)(x^2-x+1)", EQ),
+    # a factorization is answered by factors: CHAMP's GPT-4 restated x^4+x^2+1 as "irreducible"
+    ("x^4+x^2+1", "(x^2+x+1)(x^2-x+1)", NE),
     ("x^4+x^2-1", "(x^2+x+1)(x^2-x+1)", NE),
     ("(x+1)^9999 - x", "(x+1)^9999 - x + 1", NE),  # differ by 1 at ~10^9000: evaluated exactly
     ("C(n, 4)", "C(n, 4), or an equivalent form such as n(n-1)(n-2)(n-3)/4!", EQ),
