@@ -176,8 +176,8 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
                                    mode, cand, r, *shown))
             continue
         t = text_equal(cand, r)
-        if t.equal and mode == "auto" and pr is None:
-            # prose against prose; math that failed to parse is never accepted by its words alone
+        if t.equal and mode == "auto" and (pr is None or isinstance(pr, sympy.Symbol)):
+            # prose, or a choice letter ("(C)" for "C"); unparsed math is never accepted by its words alone
             return Verdict("equivalent", t.reason, mode, cand, r, *shown)
         if pr is None and mode == "auto":
             # the reference is prose: text decides

@@ -268,6 +268,9 @@ def _strip_period(s: str) -> str:
 def _unwrap(s: str) -> str:
     """Remove one layer of `$`, `\\[ \\]`, `\\( \\)`, `\\text{}` wrappers and a trailing period."""
     s = _strip_period(s.strip())
+    quoted = re.fullmatch(r'\\?"(.*?)\\?"', s, re.S)  # the answer in quotes: "$12$ and $13$"
+    if quoted:
+        s = quoted.group(1).strip()
     for pat in (r"^\$\$(.*)\$\$$", r"^\$(.*)\$$", r"^\\\[(.*)\\\]$", r"^\\\((.*)\\\)$"):
         m = re.match(pat, s, re.S)
         if m:

@@ -75,7 +75,7 @@ _TOKEN = re.compile(
 _WORDY = ("text", "textbf", "textit", "textnormal", "textrm", "mathrm", "mathbf", "mathit", "operatorname", "mbox",
           "rm", "bf")
 # Digit-group separators written in LaTeX: 14{,}916 and 11,\!111 (a thin-space hint), not a list.
-_GROUP_SEP = re.compile(r"(?<=\d)(?:\{,\}|,\\!)\s*(?=\d{3}(?!\d))")
+_GROUP_SEP = re.compile(r"(?<=\d)\s*(?:\{\s*,\s*\}|,\\!)\s*(?=\d{3}(?!\d))")
 
 
 def normalize(text: str) -> str:

@@ -20,6 +20,8 @@ FINAL_LINES = [
     ("Final answer: 45 km", "45 km"), ("Final answer: 45 km", "45"), ("Final answer: $12.50", "$12.50"),
     (r"Final answer: \$12.50", "12.5"), ("Final answer: 12 apples", "12"), ("**Final Answer:** 42", "42"),
     ("Final Answer: The largest $n$ is 34.", "34"), ("The answer is 12.50 dollars.", "$12.50"),
+    ('Final Answer: The final answer is "$12$ and $13$". I hope it is correct.', r"12\text{ and }13"),
+    (r"\boxed{\text{(C)}}", r"\text{C}"),
 ]
 
 
@@ -29,7 +31,7 @@ def test_final_answer_lines(candidate: str, reference: str) -> None:
 
 
 NUMBERS = [
-    ("14{,}916", "14916"), (r"11,\!111,\!111,\!100", "11111111100"), (r"is $\boxed{32,\! 349}$", "32349"),
+    ("14{,}916", "14916"), ("14 {, }916", "14916"), (r"11,\!111,\!111,\!100", "11111111100"), (r"is $\boxed{32,\! 349}$", "32349"),
     ("1,000.99", "1000.99"), ("$1,000.99", "1000.99"), ("0,111", "0.111"), ("0,5", "1/2"),
     ("28 percent", r"28\%"), ("28%", r"28\%"), (r"28\%", "28%"), ("28 pct", "28%"), ("28", "28%"),
     ("0.28", "28%"), ("125 miles", "125"), (r"125\textnormal{ miles}", "$125$ miles"),
