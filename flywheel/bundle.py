@@ -2,11 +2,29 @@
 
 Layout:  manifest.json  +  artifacts/<sha256>.kv
 
-Import never extracts by the names inside the tar: each member is read into memory, so no
-path in a bundle can write anywhere. A member that is not exactly `manifest.json` or
-`artifacts/<64 hex>.kv`, or is not a regular file, refuses the whole bundle before anything is
-written. Every artifact is re-hashed, its header fingerprint compared with the manifest's and
-with the importing engine's, and only then stored and catalogued.
+Import takes nothing on the bundle's word and is all or nothing:
+
+1. Members. Only `manifest.json` and `artifacts/<64 hex>.kv`, each a regular file, each once;
+   anything else (a link, a device, a traversal or unknown path, a duplicate name) refuses the
+   bundle. Nothing is ever extracted by the names inside the tar.
+2. Bounded work. An artifact member may be at most what an artifact of the importing model can
+   be (`max_artifact_bytes`: window x KV bytes per token + the format's header cap), checked
+   from the tar header before a byte is read, then from the artifact's own header, and enforced
+   while streaming it (1 MiB at a time) into a staging folder; the manifest is bounded by the
+   number of artifacts it can describe. A gzip or sparse bomb is refused at constant memory.
+3. Entries. Each manifest entry is type-checked; its artifact is re-hashed and its header
+   fingerprint compared with the manifest's and the engine's; its token ids must be exactly
+   the engine's encoding of the canonical graft text of the problem, solution and answer it is
+   filed under; the answer is re-verified against the reference with the project's verifier
+   (contradicted: refused; unverifiable: refused unless `allow_unverified`, then imported
+   marked unverified and never routed by default); text limits are those of a deposit; a
+   problem id may not clash with another text, in the bundle or in the library.
+4. Commit. Only when every entry passed: artifact files are stored, all catalog rows are
+   committed in one transaction (on failure the newly written files are removed), then the
+   index is brought in line with the catalog.
+
+Entries made under another fingerprint are not errors: they are skipped (listed in
+`ImportReport.refused`) unless `any_fingerprint`, and never routed here.
 """
 
 from __future__ import annotations
@@ -14,55 +32,108 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
+import struct
 import tarfile
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from flywheel.errors import ArtifactError, InputError
-from flywheel.kv.artifact import artifact_name, parse_artifact
+from flywheel.errors import ArtifactError, BundleRefusedError, InputError
+from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
+from flywheel.terminal import printable
 
 if TYPE_CHECKING:
+    from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
+    from flywheel.engine import Engine
+    from flywheel.kv.artifact import ArtifactHeader
     from flywheel.library import Library
 
 BUNDLE_FORMAT = "kv-flywheel-bundle"
 BUNDLE_VERSION = 1
+MANIFEST = "manifest.json"
 _MEMBER = re.compile(r"^artifacts/([0-9a-f]{64})\.kv$")
-MAX_MANIFEST_BYTES = 256 * 1024 * 1024
-MAX_ARTIFACT_BYTES = 16 * 1024 ** 3
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+#: Most members a bundle may hold (each costs a TarInfo in memory while the bundle is checked).
+MAX_MEMBERS = 100_001
+#: Manifest bytes allowed per artifact: four texts at the deposit limit, JSON-escaped (6 bytes
+#: per character at worst), plus room for hashes and the fingerprint.
+_MANIFEST_PER_ENTRY = 4 * 200_000 * 6 + 64 * 1024
+_MANIFEST_BASE = 64 * 1024
+_CHUNK = 1024 * 1024
 
 
 @dataclass
 class ImportReport:
+    """What an import did. `refused` lists (sha, reason) of entries skipped for another fingerprint."""
+
     imported: int = 0
     present: int = 0
+    unverified: int = 0
     refused: list[tuple[str, str]] = field(default_factory=list)
 
 
-def export_bundle(lib: Library, path: Path) -> int:
-    """Write every catalogued artifact (verified or not) with its problem and solution; returns the count."""
+def kv_bytes_per_token(engine: Engine) -> int:
+    """Keys + values of one token over every layer, in bytes (e.g. 36,864 for Gemma 3 270M fp32)."""
+    import torch
+
+    cfg = engine.model.config
+    cfg = getattr(cfg, "text_config", None) or cfg
+    heads = int(cfg.num_attention_heads)
+    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+    kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+    itemsize = torch.tensor([], dtype=engine.model.dtype).element_size()
+    return int(cfg.num_hidden_layers) * 2 * kv_heads * head_dim * itemsize
+
+
+def max_artifact_bytes(engine: Engine) -> int:
+    """The largest file an artifact of this engine's model can be: a full window plus the header cap."""
+    window = engine.context_window or 131_072
+    return 8 + MAX_HEADER_BYTES + window * kv_bytes_per_token(engine)
+
+
+# --- export --------------------------------------------------------------------------------------
+
+
+def export_bundle(lib: Library, path: Path, *, force: bool = False) -> int:
+    """Write every catalogued artifact (verified or not) with its problem and solution; returns the count.
+
+    Raises:
+        InputError: the folder does not exist, or `path` exists and `force` was not given.
+    """
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: folder {path.parent} does not exist",
+                         hint="create the folder first, or give a path in an existing one")
+    if path.exists() and not force:
+        raise InputError(f"{path} already exists; nothing was written", hint="pass --force to overwrite it")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path} is not a file; nothing was written")
     entries: list[dict[str, Any]] = []
     tmp = path.with_name(f".{path.name}.tmp")
-    with tarfile.open(tmp, "w") as tar:
-        for a in lib.catalog.list_artifacts(include_unverified=True):
-            data = lib.store.get(a.sha256)
-            if data is None:
-                raise ArtifactError(f"artifact {a.sha256[:12]} is catalogued but its file is missing",
-                                    hint="run `flywheel library verify` and repair the library before exporting")
-            sol, prob = lib.catalog.get_solution(a.solution_id), lib.catalog.get_problem(a.problem_id)
-            assert sol is not None and prob is not None  # foreign keys guarantee both
-            entries.append({
-                "sha256": a.sha256, "fingerprint_digest": a.fingerprint_digest,
-                "fingerprint": json.loads(a.fingerprint_json), "model_name": a.model_name,
-                "token_count": a.token_count, "size_bytes": a.size_bytes, "logits_sha256": a.logits_sha256,
-                "problem": {"id": prob.id, "text": prob.text, "reference": prob.reference, "source": prob.source},
-                "solution": {"text": sol.text, "answer": sol.answer, "verdict_status": sol.verdict_status,
-                             "verdict_reason": sol.verdict_reason, "deposited_by": sol.deposited_by,
-                             "unverified": sol.unverified}})
-            _add(tar, f"artifacts/{a.sha256}.kv", bytes(data))
-        manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "artifacts": entries}
-        _add(tar, "manifest.json", json.dumps(manifest, indent=1, sort_keys=True).encode())
-    tmp.replace(path)
+    try:
+        with tarfile.open(tmp, "w") as tar:
+            for a in lib.catalog.list_artifacts(include_unverified=True):
+                data = lib.store.get(a.sha256)
+                if data is None:
+                    raise ArtifactError(f"artifact {a.sha256[:12]} is catalogued but its file is missing",
+                                        hint="run `flywheel library verify` and repair the library before exporting")
+                sol, prob = lib.catalog.get_solution(a.solution_id), lib.catalog.get_problem(a.problem_id)
+                assert sol is not None and prob is not None  # foreign keys guarantee both
+                entries.append({
+                    "sha256": a.sha256, "fingerprint_digest": a.fingerprint_digest,
+                    "fingerprint": json.loads(a.fingerprint_json), "model_name": a.model_name,
+                    "token_count": a.token_count, "size_bytes": a.size_bytes, "logits_sha256": a.logits_sha256,
+                    "problem": {"id": prob.id, "text": prob.text, "reference": prob.reference, "source": prob.source},
+                    "solution": {"text": sol.text, "answer": sol.answer, "verdict_status": sol.verdict_status,
+                                 "verdict_reason": sol.verdict_reason, "deposited_by": sol.deposited_by,
+                                 "unverified": sol.unverified}})
+                _add(tar, f"artifacts/{a.sha256}.kv", bytes(data))
+            manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "artifacts": entries}
+            _add(tar, MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return len(entries)
 
 
@@ -73,82 +144,327 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _members(path: Path) -> tuple[dict[str, Any], dict[str, tarfile.TarInfo], tarfile.TarFile]:
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError) as err:
-        raise InputError(f"{path} is not a readable bundle (tar): {err}") from err
+# --- import: members -----------------------------------------------------------------------------
+
+
+_LAYOUT_HINT = "a bundle holds manifest.json and artifacts/<sha256>.kv, as written by `flywheel library export`"
+
+
+def _refuse(message: str, hint: str | None = None) -> BundleRefusedError:
+    return BundleRefusedError(f"{message}; nothing was imported", hint=hint)
+
+
+def _members(tar: tarfile.TarFile, limit: int) -> tuple[tarfile.TarInfo, dict[str, tarfile.TarInfo]]:
+    """Walk member headers once (no data read): names, types, duplicates, sizes, count."""
     artifacts: dict[str, tarfile.TarInfo] = {}
-    manifest_info = None
-    for m in tar.getmembers():
-        if not m.isfile():
-            raise InputError(f"bundle member {m.name!r} is not a regular file (links and devices are refused)")
-        if m.name == "manifest.json":
-            manifest_info = m
+    manifest: tarfile.TarInfo | None = None
+    count = 0
+    while True:
+        try:
+            m = tar.next()
+        except (tarfile.TarError, OSError, EOFError) as err:
+            raise _refuse(f"bundle is damaged after {count} members: {err}") from None
+        if m is None:
+            break
+        count += 1
+        name = printable(m.name, 120)
+        if count > MAX_MEMBERS:
+            raise _refuse(f"bundle holds more than {MAX_MEMBERS - 1:,} artifacts")
+        if not m.isreg() or m.issparse():
+            raise _refuse(f"bundle member {name!r} is not a regular file (links, devices and sparse files are refused)")
+        if m.name == MANIFEST:
+            if manifest is not None:
+                raise _refuse(f"bundle holds {MANIFEST} twice")
+            manifest = m
         elif (match := _MEMBER.match(m.name)) is not None:
-            if m.size > MAX_ARTIFACT_BYTES:
-                raise InputError(f"bundle member {m.name!r} is implausibly large ({m.size:,} bytes)")
+            if match.group(1) in artifacts:
+                raise _refuse(f"bundle holds {name!r} twice")
+            if m.size > limit:
+                raise _refuse(f"bundle member {name!r} is {m.size:,} bytes, more than an artifact of this model "
+                              f"can be ({limit:,})")
             artifacts[match.group(1)] = m
         else:
-            raise InputError(f"bundle holds an unknown or unsafe path {m.name!r}; nothing was imported",
-                             hint="a bundle contains only manifest.json and artifacts/<sha256>.kv")
-    if manifest_info is None or manifest_info.size > MAX_MANIFEST_BYTES:
-        raise InputError(f"{path} has no usable manifest.json; nothing was imported")
-    fh = tar.extractfile(manifest_info)
+            raise _refuse(f"bundle holds an unknown or unsafe path {name!r}", _LAYOUT_HINT)
+    if manifest is None:
+        raise _refuse(f"bundle has no {MANIFEST}", _LAYOUT_HINT)
+    return manifest, artifacts
+
+
+def _read_manifest(tar: tarfile.TarFile, info: tarfile.TarInfo, n_artifacts: int) -> list[Any]:
+    limit = _MANIFEST_BASE + n_artifacts * _MANIFEST_PER_ENTRY
+    if info.size > limit:
+        raise _refuse(f"{MANIFEST} is {info.size:,} bytes, more than {n_artifacts} artifacts can need ({limit:,})")
+    fh = tar.extractfile(info)
     assert fh is not None
     try:
-        manifest = json.loads(fh.read())
-    except json.JSONDecodeError as err:
-        raise InputError(f"bundle manifest is not JSON: {err}") from err
-    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT or manifest.get("version") != BUNDLE_VERSION:
-        raise InputError("bundle manifest is not a kv-flywheel bundle of a version this build reads")
-    return manifest, artifacts, tar
+        manifest = json.loads(fh.read(limit + 1).decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise _refuse(f"{MANIFEST} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except (json.JSONDecodeError, RecursionError) as err:
+        raise _refuse(f"{MANIFEST} is not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT \
+            or manifest.get("version") != BUNDLE_VERSION:
+        raise _refuse(f"{MANIFEST} is not a kv-flywheel bundle manifest of a version this build reads "
+                      f"(format {BUNDLE_FORMAT!r}, version {BUNDLE_VERSION})")
+    entries = manifest.get("artifacts")
+    if not isinstance(entries, list):
+        raise _refuse(f"{MANIFEST} has no list of artifacts")
+    return entries
 
 
-def import_bundle(lib: Library, path: Path, fingerprint_digest: str, *, any_fingerprint: bool = False) -> ImportReport:
-    """Import a bundle into `lib`; artifacts of other fingerprints are refused unless `any_fingerprint`."""
+def _stage(tar: tarfile.TarFile, info: tarfile.TarInfo, dest: Path, limit: int) -> None:
+    """Stream a member to `dest`, checking its size against its own artifact header on the way."""
+    src = tar.extractfile(info)
+    assert src is not None
+    with open(dest, "wb") as out:
+        head = _read_exact(src, 8)
+        (n,) = struct.unpack("<Q", head) if len(head) == 8 else (-1,)
+        if not 0 < n <= MAX_HEADER_BYTES or 8 + n > info.size:
+            raise ArtifactError(f"artifact header length {n} is impossible for a {info.size:,}-byte member")
+        table_bytes = _read_exact(src, n)
+        try:
+            table = json.loads(table_bytes)
+            end = max([int(e["data_offsets"][1]) for k, e in table.items() if k != "__metadata__"], default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+            raise ArtifactError(f"artifact header is not a readable tensor table ({err})") from None
+        if 8 + n + end != info.size or info.size > limit:
+            raise ArtifactError(f"artifact header describes {8 + n + end:,} bytes but the member is {info.size:,}")
+        out.write(head)
+        out.write(table_bytes)
+        written = 8 + n
+        while chunk := src.read(min(_CHUNK, info.size - written)):
+            written += len(chunk)
+            if written > info.size:  # pragma: no cover - tarfile never reads past a member
+                raise ArtifactError("member is longer than its header says")
+            out.write(chunk)
+        if written != info.size:
+            raise ArtifactError(f"member ends after {written:,} of {info.size:,} bytes (truncated bundle)")
+
+
+def _read_exact(src: IO[bytes], n: int) -> bytes:
+    data = src.read(n)
+    if len(data) != n:
+        raise ArtifactError(f"member ends after {len(data)} of the {n} bytes its header needs (truncated)")
+    return data
+
+
+# --- import: entries -----------------------------------------------------------------------------
+
+
+@dataclass
+class _Checked:
+    """An entry that passed every check, ready to commit."""
+
+    staged: Path
+    problem: ProblemSpec
+    solution: SolutionSpec
+    artifact: ArtifactSpec
+    routable: bool
+
+
+def _text(obj: dict[str, Any], key: str, where: str, *, optional: bool = False) -> str | None:
+    value = obj.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{where}.{key} is {'missing' if value is None else type(value).__name__}, not text")
+    return value
+
+
+def _parse_entry(entry: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    if not isinstance(entry, dict):
+        raise ValueError("entry is not an object")
+    sha = entry.get("sha256")
+    if not isinstance(sha, str) or not _SHA.match(sha):
+        raise ValueError("sha256 is missing or not 64 lowercase hex digits")
+    if not isinstance(entry.get("fingerprint_digest"), str):
+        raise ValueError("fingerprint_digest is missing or not text")
+    p, s = entry.get("problem"), entry.get("solution")
+    if not isinstance(p, dict) or not isinstance(s, dict):
+        raise ValueError("problem and solution must be objects")
+    problem = {"id": _text(p, "id", "problem"), "text": _text(p, "text", "problem"),
+               "reference": _text(p, "reference", "problem", optional=True),
+               "source": _text(p, "source", "problem", optional=True)}
+    if not problem["id"] or not str(problem["id"]).strip():
+        raise ValueError("problem.id is empty")
+    unverified = s.get("unverified", False)
+    if not isinstance(unverified, bool):
+        raise ValueError("solution.unverified is not true/false")
+    solution = {"text": _text(s, "text", "solution"), "answer": _text(s, "answer", "solution"),
+                "deposited_by": _text(s, "deposited_by", "solution", optional=True) or "import",
+                "unverified": unverified}
+    return sha, problem, solution
+
+
+def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: list[Any],
+                   members: dict[str, tarfile.TarInfo], staging: Path, limit: int, *,
+                   any_fingerprint: bool, allow_unverified: bool, report: ImportReport) -> list[_Checked]:
+    """Every check of every entry; raises `BundleRefusedError` naming the first bad one."""
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
+    from flywheel.catalog.normalize import text_hash
+    from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, contradicted, verify_answer
+    from flywheel.problemsets import Problem
+    from flywheel.prompts import graft_prefix
 
-    manifest, members, tar = _members(path)
+    fp = engine.fingerprint
+    listed: set[str] = set()
+    ids: dict[str, str] = {}            # problem id -> text hash, within the bundle
+    by_text: dict[str, str] = {}        # text hash -> first problem id, within the bundle
+    checked: list[_Checked] = []
+    for number, entry in enumerate(entries, start=1):
+        label = f"bundle entry {number}"
+        try:
+            sha, p, s = _parse_entry(entry)
+        except ValueError as err:
+            raise _refuse(f"{label}: {err}") from None
+        label = f"bundle entry {number} (problem {printable(p['id'], 60)!r}, artifact {sha[:12]})"
+
+        def bad(why: str, hint: str | None = None, *, _label: str = label) -> BundleRefusedError:
+            return _refuse(f"{_label}: {why}", hint)
+
+        if sha in listed:
+            raise bad("the artifact is listed twice")
+        listed.add(sha)
+        if sha not in members:
+            raise bad("listed in the manifest but not in the bundle")
+        for name, value in (("problem text", p["text"]), ("solution", s["text"]), ("answer", s["answer"]),
+                            ("reference", p["reference"] or "")):
+            if len(value) > MAX_TEXT_CHARS:
+                raise bad(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
+        if len(p["id"]) > MAX_ID_CHARS:
+            raise bad(f"problem id is {len(p['id'])} characters (limit {MAX_ID_CHARS})")
+        if not p["text"].strip() or not s["answer"].strip():
+            raise bad("problem text or answer is empty")
+        digest = text_hash(p["text"])
+        if ids.setdefault(p["id"], digest) != digest:
+            raise bad("the problem id is used twice in the bundle with different texts")
+        existing = lib.catalog.get_problem(p["id"])
+        if existing is not None and existing.text_hash != digest:
+            raise bad(f"the library's problem {printable(p['id'], 60)!r} holds a different text",
+                      hint="import into another library, or rename the problem in the bundle")
+        problem = Problem(id=p["id"], text=p["text"], reference=p["reference"], source=p["source"] or "")
+        if existing is None:  # the same text under another id is the same problem
+            first = by_text.setdefault(digest, p["id"])
+            problem = lib.filed_as(problem)
+            if problem.id == p["id"] and first != p["id"]:
+                problem = Problem(id=first, text=p["text"], reference=p["reference"], source=p["source"] or "")
+
+        staged = staging / f"{sha}.kv"
+        try:
+            _stage(tar, members[sha], staged, limit)
+            if artifact_name(staged.read_bytes()) != sha:
+                raise ArtifactError("its content hash differs from its name")
+            header = parse_artifact(staged.read_bytes(), expected_sha256=sha).header
+        except ArtifactError as err:
+            raise bad(f"integrity: {err.message}") from None
+        except (tarfile.TarError, OSError, EOFError) as err:
+            raise bad(f"unreadable member: {err}") from None
+        if header.fingerprint_digest != entry["fingerprint_digest"]:
+            raise bad("the manifest's fingerprint differs from the artifact's own header")
+        window = engine.context_window
+        if window and header.token_count > window:
+            raise bad(f"the artifact holds {header.token_count:,} tokens, more than the {window:,}-token window")
+        ours = header.fingerprint_digest == fp.digest
+        if not ours and not any_fingerprint:
+            report.refused.append((sha, f"made under fingerprint {header.fingerprint_digest[:12]} "
+                                        f"(model {printable(entry.get('model_name'), 60)}), "
+                                        f"this engine is {fp.digest[:12]}"))
+            staged.unlink()
+            continue
+        if ours or header.fingerprint.get("tokenizer_sha256") == fp.tokenizer_sha256:
+            if header.token_ids != engine.encode(graft_prefix(problem.text, s["text"], s["answer"])):
+                raise bad("its tokens are not the graft text of the problem, solution and answer it is filed under",
+                          hint="the bundle was altered; import only bundles written by `flywheel library export`")
+        status, reason = verify_answer(problem, s["answer"])
+        unverified = status != "equivalent"
+        if contradicted(status):
+            raise bad(f"the answer {printable(s['answer'], 60)!r} is contradicted by the verifier: "
+                      f"{printable(reason, 160)}")
+        if unverified and not allow_unverified:
+            raise bad(f"the answer {printable(s['answer'], 60)!r} could not be verified ({status}: "
+                      f"{printable(reason, 160)})",
+                      hint="pass --unverified to import such entries marked unverified (never routed unless asked)")
+        checked.append(_Checked(
+            staged,
+            ProblemSpec(text=problem.text, id=problem.id, reference=problem.reference, source=problem.source or None),
+            SolutionSpec(text=s["text"], answer=s["answer"], verdict_status=status, verdict_reason=reason,
+                         deposited_by=s["deposited_by"], unverified=unverified),
+            ArtifactSpec(sha256=sha, fingerprint_digest=header.fingerprint_digest,
+                         fingerprint_json=json.dumps(header.fingerprint), model_name=_model_name(header, entry),
+                         token_count=header.token_count, size_bytes=members[sha].size,
+                         logits_sha256=header.logits_sha256),
+            routable=ours and not unverified))
+    unlisted = sorted(set(members) - listed)
+    if unlisted:
+        raise _refuse(f"bundle holds artifacts/{unlisted[0][:12]}….kv, which its manifest does not list")
+    return checked
+
+
+def _model_name(header: ArtifactHeader, entry: dict[str, Any]) -> str:
+    name = header.fingerprint.get("model") or entry.get("model_name") or "unknown"
+    return str(name)[:255]
+
+
+# --- import: the whole -------------------------------------------------------------------------
+
+
+def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: bool = False,
+                  allow_unverified: bool = False) -> ImportReport:
+    """Check a bundle completely, then import all of it or nothing (see the module docstring).
+
+    Args:
+        lib: the library to import into.
+        path: the bundle (tar, optionally compressed).
+        engine: the importing engine: its tokenizer re-checks token ids, its model bounds sizes.
+        any_fingerprint: also import artifacts made under other fingerprints (never routed here).
+        allow_unverified: import answers the verifier cannot check, marked unverified.
+    Returns:
+        counts of imported and already-present artifacts, and the skipped other-fingerprint ones.
+    Raises:
+        BundleRefusedError: any bad member or entry; the library is exactly as it was.
+
+    Example:
+        >>> import_bundle(lib, Path("bundle.tar"), engine).imported     # doctest: +SKIP
+        3
+    """
+    limit = max_artifact_bytes(engine)
+    try:
+        tar = tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError, EOFError) as err:
+        raise _refuse(f"{path} is not a readable bundle (tar): {err}") from None
     report = ImportReport()
-    with tar:
-        for entry in manifest.get("artifacts", []):
-            sha = str(entry.get("sha256", ""))
-            if sha not in members:
-                report.refused.append((sha or "?", "listed in the manifest but not in the bundle"))
-                continue
-            fh = tar.extractfile(members[sha])
-            assert fh is not None
-            data = fh.read()
-            try:
-                if artifact_name(data) != sha:
-                    raise ArtifactError("content hash differs from its name")
-                header = parse_artifact(data, expected_sha256=sha).header
-            except ArtifactError as err:
-                report.refused.append((sha, f"integrity: {err.message}"))
-                continue
-            if header.fingerprint_digest != entry.get("fingerprint_digest"):
-                report.refused.append((sha, "the manifest's fingerprint differs from the artifact's own header"))
-                continue
-            if header.fingerprint_digest != fingerprint_digest and not any_fingerprint:
-                report.refused.append((sha, f"made under fingerprint {header.fingerprint_digest[:12]} "
-                                            f"(model {entry.get('model_name')}), this engine is {fingerprint_digest[:12]}"))
-                continue
+    # Staged inside the library (same filesystem, its free space); removed whatever happens.
+    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=lib.root))
+    try:
+        with tar:
+            manifest_info, members = _members(tar, limit)
+            entries = _read_manifest(tar, manifest_info, len(members))
+            checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
+                                     any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
+                                     report=report)
+        _commit(lib, engine, checked, report)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return report
+
+
+def _commit(lib: Library, engine: Engine, checked: list[_Checked], report: ImportReport) -> None:
+    """Store the files, commit every row in one transaction, then index; undo the files on failure."""
+    written: list[str] = []
+    try:
+        for item in checked:
+            sha = item.artifact.sha256
             if lib.store.contains(sha):
                 report.present += 1
-            lib.store.put(data)
-            p, s = entry["problem"], entry["solution"]
-            row = lib.catalog.deposit(
-                ProblemSpec(text=p["text"], id=p["id"], reference=p.get("reference"), source=p.get("source")),
-                SolutionSpec(text=s["text"], answer=s["answer"], verdict_status=s["verdict_status"],
-                             verdict_reason=s.get("verdict_reason"), deposited_by=s["deposited_by"],
-                             unverified=bool(s.get("unverified"))),
-                ArtifactSpec(sha256=sha, fingerprint_digest=header.fingerprint_digest,
-                             fingerprint_json=json.dumps(header.fingerprint), model_name=str(entry.get("model_name")),
-                             token_count=header.token_count, size_bytes=len(data),
-                             logits_sha256=header.logits_sha256))
-            if row.created:
-                report.imported += 1
-                if not s.get("unverified") and header.fingerprint_digest == fingerprint_digest:
-                    lib.router.add(sha, row.problem.id, row.problem.text, fingerprint_digest)
-    return report
+            else:
+                lib.store.put(item.staged.read_bytes())
+                written.append(sha)
+        rows = lib.catalog.deposit_many([(c.problem, c.solution, c.artifact) for c in checked])
+    except BaseException:
+        for sha in written:
+            lib.store.remove(sha)
+        raise
+    report.imported = sum(r.created for r in rows)
+    report.unverified = sum(c.solution.unverified for c in checked)
+    if any(c.routable for c in checked):
+        lib.router.sync(engine.fingerprint.digest)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 DEFAULT_MODEL = "gemma3-270m"
@@ -24,10 +25,16 @@ def model_name(explicit: str | None = None) -> str:
 
 
 def database_url(library: Path, explicit: str | None = None) -> str:
-    """The catalog URL: `--db`, else `FLYWHEEL_DB`, else SQLite inside the library."""
-    value = explicit or os.environ.get("FLYWHEEL_DB")
+    """The catalog URL: `--db`, else `FLYWHEEL_DB`, else SQLite inside the library.
+
+    Raises:
+        InputError: an explicit or environment URL that is malformed or unsupported (see `validate_db_url`).
+    """
+    if explicit:
+        return validate_db_url(explicit, source="--db")
+    value = os.environ.get("FLYWHEEL_DB")
     if value:
-        return value
+        return validate_db_url(value, source="FLYWHEEL_DB")
     return f"sqlite:///{(library / 'catalog.db').resolve()}"
 
 
@@ -38,3 +45,105 @@ def model_cache_dir() -> Path:
         return Path(value)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kv-flywheel" / "models"
+
+
+# --- validation (called before anything heavy starts: Prefect, a model, a catalog) ---------------
+
+#: Backends this build can open, with the driver module each needs.
+SUPPORTED_DB_BACKENDS = {"sqlite": "sqlite3", "postgresql": "psycopg"}
+#: Query keys that carry secrets in a database URL (`?password=...` and friends).
+_SECRET_KEYS = frozenset({"password", "passwd", "pass", "pwd", "secret", "sslpassword", "token"})
+_URL_SECRET = re.compile(r"(?i)(://[^/@:\s]*:)([^@/\s]*)(@)|((?:password|passwd|pass|pwd|secret|sslpassword|token)=)([^&\s]*)")
+
+
+def redact_url(url: str) -> str:
+    """`url` with every password form replaced by `***` (userinfo and secret query keys), for messages.
+
+    Works on strings that do not parse as URLs too, so a malformed value can be echoed safely.
+
+    Example:
+        >>> redact_url("postgresql://u:pw@h/db?password=x")
+        'postgresql://u:***@h/db?password=***'
+    """
+    return _URL_SECRET.sub(lambda m: f"{m.group(1)}***{m.group(3)}" if m.group(1) else f"{m.group(4)}***", url)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secret strings inside `url` (passwords), so a message can be scrubbed of them."""
+    from urllib.parse import unquote_plus
+
+    found = [m.group(2) if m.group(1) else m.group(5) for m in _URL_SECRET.finditer(url)]
+    return sorted({form for s in found if s for form in (s, unquote_plus(s))}, key=len, reverse=True)
+
+
+def validate_db_url(url: str, *, source: str = "--db") -> str:
+    """Return `url` if it is a database URL this build can open; else raise `InputError` (no password echoed).
+
+    Checks the syntax, the port, the backend and that its driver is installed, without
+    connecting. `source` names where the value came from (`--db`, `FLYWHEEL_DB`).
+
+    Example:
+        >>> validate_db_url("sqlite:////tmp/lib/catalog.db")
+        'sqlite:////tmp/lib/catalog.db'
+    """
+    import importlib.util
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from flywheel.errors import InputError
+
+    shown = redact_url(url)
+    hint = "give a URL such as sqlite:////abs/path/catalog.db or postgresql+psycopg://user@host:5432/db"
+    try:
+        parsed = make_url(url)
+        port = parsed.port
+    except (ArgumentError, ValueError, TypeError) as err:
+        why = "has a port that is not a number" if isinstance(err, ValueError) else "is not a database URL"
+        raise InputError(f"{source} value {shown!r} {why}", hint=hint) from None
+    if port is not None and not 0 < port < 65536:
+        raise InputError(f"{source} value {shown!r} has port {port}, outside 1..65535", hint=hint)
+    backend, driver = parsed.get_backend_name(), parsed.get_driver_name()
+    if backend not in SUPPORTED_DB_BACKENDS:
+        raise InputError(f"{source} value {shown!r}: database backend {backend!r} is not supported",
+                         hint=f"supported: {', '.join(sorted(SUPPORTED_DB_BACKENDS))}; {hint}")
+    module = {"sqlite": "sqlite3", "pysqlite": "sqlite3"}.get(driver, driver)
+    if backend == "postgresql" and driver != "psycopg":
+        raise InputError(f"{source} value {shown!r}: PostgreSQL driver {driver!r} is not the one this build uses",
+                         hint="write postgresql+psycopg://... (psycopg 3 is installed with kv-flywheel)")
+    if importlib.util.find_spec(module) is None:
+        raise InputError(f"{source} value {shown!r} needs the Python module {module!r}, which is not installed",
+                         hint=hint)
+    if backend == "sqlite" and parsed.database and parsed.database != ":memory:" \
+            and not parsed.database.startswith("file:") and Path(parsed.database).is_dir():
+        raise InputError(f"{source} value {shown!r} names a folder, not a database file", hint=hint)
+    return url
+
+
+def validate_library_path(root: Path, *, write: bool) -> Path:
+    """Return `root` if it can serve as a library (writable when `write`); else raise `InputError`.
+
+    A library that does not exist yet is fine when its nearest existing parent is writable.
+    A read-only library passes with `write=False` (`ls`, `verify`, `report` inspect it).
+
+    Example:
+        >>> validate_library_path(Path("library"), write=True)   # doctest: +SKIP
+        PosixPath('library')
+    """
+    from flywheel.errors import InputError
+
+    if root.exists() and not root.is_dir():
+        raise InputError(f"library path {root} is a file, not a folder", hint="point --library at a folder")
+    if not write:
+        return root
+    probe = root
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    targets = [probe] + [p for p in (root / "artifacts", root / "index") if p.exists()]
+    for target in targets:
+        if not target.is_dir() or not os.access(target, os.W_OK | os.X_OK):
+            raise InputError(f"library folder {target} is not writable",
+                             hint="fix its permissions, or point --library (FLYWHEEL_LIBRARY) at a writable folder")
+    return root

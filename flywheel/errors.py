@@ -74,3 +74,7 @@ class DepositRefusedError(FlywheelError):
 
 class CatalogConflictError(LibraryError):
     """A row the user handed in contradicts one already in the catalog (e.g. a reused problem id)."""
+
+
+class BundleRefusedError(InputError):
+    """A bundle was refused as a whole (a bad member or entry anywhere); nothing was imported."""

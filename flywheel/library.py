@@ -13,16 +13,20 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flywheel import config
-from flywheel.errors import ArtifactNotFoundError, DepositRefusedError
+from flywheel.errors import ArtifactNotFoundError, DepositRefusedError, LibraryError
 from flywheel.kv import Graft, capture, graft, parse_artifact
 from flywheel.kv.artifact import artifact_name
 from flywheel.problemsets import Problem
 from flywheel.prompts import TEMPLATE_VERSION, graft_prefix
+from flywheel.store import ArtifactStore as ArtifactStoreBase
+from flywheel.tables import MAX_CELL_CHARS
+from flywheel.terminal import printable
 
 if TYPE_CHECKING:
     from flywheel.catalog import Catalog
@@ -44,6 +48,34 @@ class DepositResult:
     unverified: bool
 
 
+#: Longest problem, solution, answer or reference text a deposit (or an import) accepts.
+MAX_TEXT_CHARS = MAX_CELL_CHARS
+#: Longest problem id: the catalog column's width.
+MAX_ID_CHARS = 255
+
+
+def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
+    """Raise `DepositRefusedError` when a field is empty where required, too long, or the id is unusable."""
+    fields = {"problem": problem.text, "solution": solution, "answer": answer, "reference": problem.reference or ""}
+    for name, value in fields.items():
+        if not isinstance(value, str):
+            raise DepositRefusedError(f"{name} is not text")
+        if len(value) > MAX_TEXT_CHARS:
+            raise DepositRefusedError(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})",
+                             hint="a deposit is one problem with its worked solution, not a document")
+    for name in ("problem", "answer"):
+        if not fields[name].strip():
+            raise DepositRefusedError(f"{name} is empty")
+    if len(problem.id) > MAX_ID_CHARS:
+        raise DepositRefusedError(f"problem id {printable(problem.id, 40)!r} is {len(problem.id)} characters "
+                         f"(limit {MAX_ID_CHARS})")
+
+
+def contradicted(status: str) -> bool:
+    """Whether a verdict contradicts the answer (as opposed to being unable to check it)."""
+    return status == "not_equivalent"
+
+
 def verify_answer(problem: Problem, answer: str) -> tuple[str, str]:
     """(status, reason): against the reference when there is one, else by substitution."""
     import verifiers
@@ -53,6 +85,48 @@ def verify_answer(problem: Problem, answer: str) -> tuple[str, str]:
     else:
         verdict = verifiers.check_by_substitution(problem.text, answer)
     return verdict.status, verdict.reason
+
+
+def _open_catalog_read_only(url: str) -> Catalog:
+    """The catalog at `url`, opened so that nothing is written (SQLite: `mode=ro`, else `immutable`)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import DBAPIError
+
+    from flywheel.catalog import open_catalog
+
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        return open_catalog(url)
+    path = Path(database).resolve()
+    if not path.is_file():
+        raise LibraryError(f"no catalog at {path}", hint="point --library/--db at a library")
+    last: Exception | None = None
+    for flags in ("mode=ro", "immutable=1"):  # immutable: WAL needs a writable folder for its -shm file
+        try:
+            return open_catalog(f"sqlite:///file:{path}?{flags}&uri=true")
+        except (DBAPIError, LibraryError) as err:
+            last = err
+    raise LibraryError(f"cannot open the catalog {path} read-only: {last}")
+
+
+class _EmptyStore(ArtifactStoreBase):
+    """The store of a read-only library that has no artifacts folder yet: holds nothing."""
+
+    def put(self, data: bytes) -> str:
+        raise LibraryError("this library was opened read-only")
+
+    def get(self, sha: str) -> bytes | None:
+        return None
+
+    def contains(self, sha: str) -> bool:
+        return False
+
+    def remove(self, sha: str) -> bool:
+        return False
+
+    def iter_ids(self) -> Iterator[str]:
+        return iter(())
 
 
 class Library:
@@ -68,15 +142,31 @@ class Library:
 
     @classmethod
     def open(cls, root: Path | None = None, db_url: str | None = None,
-             router_config: RouterConfig | None = None, store_url: str | None = None) -> Library:
-        """Open (creating if needed) the library at `root`; migrations run on open."""
+             router_config: RouterConfig | None = None, store_url: str | None = None, *,
+             read_only: bool = False) -> Library:
+        """Open (creating if needed) the library at `root`; migrations run on open.
+
+        With `read_only`, nothing is created or written: a library on a read-only disk or
+        folder can still be listed, verified and reported on (its SQLite catalog is opened
+        read-only, immutable when SQLite cannot share its WAL there).
+
+        Raises:
+            LibraryError: `read_only` and there is no library at `root`.
+        """
         from flywheel.catalog import open_catalog
         from flywheel.store import open_store
 
         root = config.library_root(root)
+        url = config.database_url(root, db_url)
+        if read_only:
+            if not root.is_dir():
+                raise LibraryError(f"no library at {root}", hint="point --library (FLYWHEEL_LIBRARY) at a library folder")
+            store = (open_store(store_url or root, name_of=artifact_name)
+                     if store_url or (root / "artifacts").is_dir() else _EmptyStore())
+            return cls(root, store, _open_catalog_read_only(url), router_config)
         root.mkdir(parents=True, exist_ok=True)
         store = open_store(store_url or root, name_of=artifact_name)
-        catalog = open_catalog(config.database_url(root, db_url))
+        catalog = open_catalog(url)
         return cls(root, store, catalog, router_config)
 
     @property
@@ -103,18 +193,31 @@ class Library:
                 deposited_by: str = "curator", unverified: bool = False, index: bool = True) -> DepositResult:
         """Verify `answer`, prefill the canonical graft prompt, store the artifact, catalogue and index it.
 
+        A problem whose text is already in the catalog under another id is filed under that id
+        (recognised by its normalized-text hash), so the same problem is never stored twice;
+        `DepositResult.problem_id` says which id it went to.
+
         Raises:
-            DepositRefusedError: the verifier contradicts the answer (or cannot check it) and
-                `unverified` was not asked for.
+            DepositRefusedError: the verifier contradicts the answer (even with `unverified`: an
+                unverified deposit is one that could not be checked, never one that was refuted),
+                or cannot check it and `unverified` was not asked for; or the text is longer
+                than the model's window.
+                A field empty or over the text limits is refused the same way.
         """
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
+        check_deposit_text(problem, solution, answer)
         status, reason = verify_answer(problem, answer)
-        if status != "equivalent" and not unverified:
+        if contradicted(status) or (status != "equivalent" and not unverified):
             against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"
+            label = printable(problem.id or repr(problem.text[:40]), 80)
+            hint = ("correct the answer (--unverified stores answers that cannot be checked, never contradicted ones)"
+                    if contradicted(status) else
+                    "correct the answer, or pass --unverified to deposit it marked as such (never routed unless asked)")
             raise DepositRefusedError(
-                f"answer {answer!r} for {problem.id or repr(problem.text[:40])} was not verified against {against}: {status} ({reason})",
-                hint="correct the answer, or pass --unverified to deposit it marked as such (never routed unless asked)")
+                f"answer {printable(answer, 80)!r} for {label} was not verified against {printable(against, 120)}: "
+                f"{status} ({printable(reason, 200)})", hint=hint)
+        problem = self.filed_as(problem)
         pspec = ProblemSpec(text=problem.text, id=problem.id or None, reference=problem.reference,
                             source=problem.source or None)
         fp = engine.fingerprint
@@ -123,6 +226,11 @@ class Library:
             return DepositResult(existing.problem_id, existing.sha256, False, status, reason,
                                  existing.token_count, unverified)
         ids = engine.encode(graft_prefix(problem.text, solution, answer))
+        window = engine.context_window
+        if window and len(ids) > window:
+            raise DepositRefusedError(f"the graft text of {printable(problem.id or problem.text[:40], 80)} is "
+                                      f"{len(ids):,} tokens, longer than the model's {window:,}-token window",
+                                      hint="shorten the solution")
         cache, last = engine.prefill(ids)
         artifact = capture(engine, cache, ids, last, meta={"problem_id": problem.id, "template": TEMPLATE_VERSION})
         data = artifact.to_bytes()
@@ -135,8 +243,20 @@ class Library:
                          model_name=fp.model, token_count=len(ids), size_bytes=len(data),
                          logits_sha256=artifact.header.logits_sha256))
         if index and not unverified:
-            self.router.add(row.artifact.sha256, row.problem.id, row.problem.text, fp.digest)
+            # sync, not add: it also indexes what an interrupted deposit committed but never indexed.
+            self.router.sync(fp.digest)
         return DepositResult(row.problem.id, row.artifact.sha256, row.created, status, reason, len(ids), unverified)
+
+    def filed_as(self, problem: Problem) -> Problem:
+        """`problem` with the id it is (or would be) catalogued under.
+
+        Its own id when that id is already catalogued (or none is taken by the same text);
+        otherwise the id of the oldest catalogued problem with the same normalized text.
+        """
+        if problem.id and self.catalog.get_problem(problem.id) is not None:
+            return problem
+        same = self.catalog.problems_by_text(problem.text)
+        return replace(problem, id=same[0].id) if same else problem
 
     # --- graft -----------------------------------------------------------------------------------
 

@@ -74,7 +74,10 @@ class Catalog:
 
     @property
     def url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        """The catalog URL with every password form (`user:pw@`, `?password=`) hidden."""
+        from flywheel.config import redact_url
+
+        return redact_url(self.engine.url.render_as_string(hide_password=True))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -164,13 +167,23 @@ class Catalog:
             DepositRefusedError: a solution marked verified whose verdict is not "equivalent".
             CatalogConflictError: the problem id holds another text.
         """
+        self._check_verdict(problem, solution)
+        return self._write(lambda s: self._deposit(s, problem, solution, artifact))
+
+    def deposit_many(self, items: Sequence[tuple[ProblemSpec, SolutionSpec, ArtifactSpec]]) -> list[Deposit]:
+        """`deposit` for several artifacts in ONE transaction: all rows are committed, or none
+        (a bundle import). Same preconditions and errors as `deposit`."""
+        for problem, solution, _ in items:
+            self._check_verdict(problem, solution)
+        return self._write(lambda s: [self._deposit(s, p, sol, a) for p, sol, a in items])
+
+    def _check_verdict(self, problem: ProblemSpec, solution: SolutionSpec) -> None:
         if not solution.unverified and solution.verdict_status != "equivalent":
             raise DepositRefusedError(
                 f"solution for {self.problem_id_for(problem)!r} has verdict "
                 f"{solution.verdict_status!r}, not 'equivalent': {solution.verdict_reason or 'no reason given'}",
                 hint="fix the answer, or deposit with --unverified (it is then never routed unless asked)",
             )
-        return self._write(lambda s: self._deposit(s, problem, solution, artifact))
 
     def _deposit(self, s: Session, problem: ProblemSpec, sol: SolutionSpec, art: ArtifactSpec) -> Deposit:
         prow = self._upsert_problem(s, problem)

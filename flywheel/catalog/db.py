@@ -27,6 +27,8 @@ from flywheel.errors import LibraryError
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: How long a SQLite writer waits for the lock before failing (ms); deposits are short.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Seconds to wait for a PostgreSQL server before reporting it unreachable.
+PG_CONNECT_TIMEOUT_S = 10
 #: Arbitrary constant key for pg_advisory_lock: "flywheel" in ASCII, as an int64.
 _PG_LOCK_KEY = 0x666C7977686565
 
@@ -52,6 +54,9 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         kwargs.setdefault("connect_args", {}).setdefault("timeout", SQLITE_BUSY_TIMEOUT_MS / 1000)
+    elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        # an unreachable host fails in seconds with a message, instead of hanging on TCP connect
+        kwargs.setdefault("connect_args", {}).setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
     engine = create_engine(url, **kwargs)
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -102,6 +107,23 @@ def _migration_lock(engine: Engine, conn: Connection) -> Iterator[None]:
         yield
 
 
+def _shown(engine: Engine) -> str:
+    """The engine's URL for a message: no password in any form."""
+    from flywheel.config import redact_url
+
+    return redact_url(engine.url.render_as_string(hide_password=True))
+
+
+def _shown_error(engine: Engine, err: Exception | None) -> str:
+    """A driver error's first line, with the URL's password (if a driver echoed it) hidden."""
+    from flywheel.config import url_secrets
+
+    text = str(getattr(err, "orig", None) or err).strip().splitlines()[0] if err is not None else "unknown error"
+    for secret in url_secrets(engine.url.render_as_string(hide_password=False)):
+        text = text.replace(secret, "***")
+    return text
+
+
 def migrate(engine: Engine, revision: str = "head", attempts: int = 5) -> str:
     """Upgrade the catalog to `revision` (default head); a no-op when already there.
 
@@ -120,7 +142,7 @@ def migrate(engine: Engine, revision: str = "head", attempts: int = 5) -> str:
                 conn.rollback()
                 if now is not None and now != head and script.get_revision(now) is None:
                     raise LibraryError(
-                        f"catalog {engine.url.render_as_string(hide_password=True)} is at schema "
+                        f"catalog {_shown(engine)} is at schema "
                         f"revision {now}, which this build of kv-flywheel does not know",
                         hint="upgrade kv-flywheel, or point --db at a catalog made by this version",
                     )
@@ -138,6 +160,6 @@ def migrate(engine: Engine, revision: str = "head", attempts: int = 5) -> str:
             last_error = err
             time.sleep(0.2 * (attempt + 1))
     raise LibraryError(
-        f"could not migrate the catalog at {engine.url.render_as_string(hide_password=True)}: {last_error}",
+        f"could not open the catalog at {_shown(engine)}: {_shown_error(engine, last_error)}",
         hint="check that the database is reachable and writable",
     )

@@ -2,18 +2,30 @@
 
 Each sub-command module defines click commands; they are attached here. Errors meant for the
 user are `FlywheelError`s and become a clean message plus exit code at this edge only.
+
+The global options `--library`, `--db` and `--model` are accepted before the sub-command
+(`flywheel --model M verify-graft`) and after it (`flywheel verify-graft --model M`): every
+sub-command carries them too, and a value given there overrides the one given before it.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
 from flywheel import config
 from flywheel.errors import FlywheelError
+
+#: OS errors that are the environment's doing (permissions, a full or read-only disk), not a bug.
+_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
 
 
 @dataclass
@@ -23,17 +35,105 @@ class Settings:
     library: Path
     db_url: str
     model: str
+    #: Whether `db_url` came from `--db`/`FLYWHEEL_DB` (else it follows `library`).
+    db_explicit: bool = False
+    #: Password strings seen in any database URL, scrubbed from every message printed.
+    secrets: list[str] = field(default_factory=list)
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret replaced by `***`, and any URL password form redacted."""
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if len(secret) >= 1:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _secrets_of(ctx: click.Context) -> list[str]:
+    found = config.url_secrets(os.environ.get("FLYWHEEL_DB", ""))
+    obj = ctx.find_root().obj
+    if isinstance(obj, Settings):
+        found += obj.secrets
+    return found
+
+
+def _terminate(signum: int, _frame: Any) -> None:
+    """SIGTERM unwinds like Ctrl-C, so `finally` blocks and context managers clean up."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 class FlywheelGroup(click.Group):
     """A click group that turns `FlywheelError` into `Error: ...` and its exit code."""
 
     def invoke(self, ctx: click.Context) -> object:
+        if ctx.parent is None and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _terminate)
         try:
             return super().invoke(ctx)
         except FlywheelError as err:
-            click.echo(f"Error: {err}", err=True)
+            click.echo(f"Error: {scrub(str(err), _secrets_of(ctx))}", err=True)
             sys.exit(err.exit_code)
+        except OSError as err:
+            if err.errno not in _ENVIRONMENT_ERRNOS:
+                raise
+            where = f": {err.filename}" if err.filename else ""
+            click.echo(f"Error: {err.strerror or err}{where}\n  hint: check the folder's permissions and free space, "
+                       "or point --library at another folder", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("Error: interrupted; what was committed is kept, and re-running the same command resumes",
+                       err=True)
+            sys.exit(130)
+
+
+def _set_library(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    settings = _settings(ctx)
+    if value is None or settings is None:
+        return
+    settings.library = config.library_root(value)
+    if not settings.db_explicit:
+        settings.db_url = config.database_url(settings.library)
+
+
+def _set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    settings = _settings(ctx)
+    if value is None or settings is None:
+        return
+    settings.secrets += config.url_secrets(value)
+    settings.db_url = config.validate_db_url(value, source="--db")
+    settings.db_explicit = True
+
+
+def _set_model(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    settings = _settings(ctx)
+    if value is not None and settings is not None:
+        settings.model = value
+
+
+def _settings(ctx: click.Context) -> Settings | None:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, Settings) else None
+
+
+def _global_options() -> list[click.Option]:
+    """The global options as a sub-command carries them: they update the root `Settings`."""
+    return [
+        click.Option(["--library"], type=click.Path(file_okay=False, path_type=Path), default=None,
+                     expose_value=False, callback=_set_library, help="Library root (global option; see `flywheel -h`)."),
+        click.Option(["--db"], default=None, expose_value=False, callback=_set_db,
+                     help="Catalog SQLAlchemy URL (global option)."),
+        click.Option(["--model"], default=None, expose_value=False, callback=_set_model,
+                     help="Model name or local path (global option)."),
+    ]
+
+
+def _carry_global_options(command: click.Command) -> None:
+    """Give `command` (and, for a group, each sub-command) the global options it lacks."""
+    taken = {opt for p in command.params for opt in p.opts}
+    command.params.extend(o for o in _global_options() if not taken & set(o.opts))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _carry_global_options(sub)
 
 
 @click.group(cls=FlywheelGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,6 +146,8 @@ class FlywheelGroup(click.Group):
 def main(ctx: click.Context, library: Path | None, db_url: str | None, model: str | None) -> None:
     """kv-flywheel: verified solutions deposited once as byte-exact KV artifacts, grafted on reuse.
 
+    --library, --db and --model may also follow the sub-command.
+
     \b
     Examples:
       flywheel verify-graft --samples 5 --prefix-tokens 64 1200
@@ -54,8 +156,10 @@ def main(ctx: click.Context, library: Path | None, db_url: str | None, model: st
       flywheel run --problems 'gen:linear?n=5&seed=1' --budget 64
       flywheel report --format md
     """
+    secrets = config.url_secrets(db_url or "") + config.url_secrets(os.environ.get("FLYWHEEL_DB", ""))
     root = config.library_root(library)
-    ctx.obj = Settings(library=root, db_url=config.database_url(root, db_url), model=config.model_name(model))
+    ctx.obj = Settings(library=root, db_url=config.database_url(root, db_url), model=config.model_name(model),
+                       db_explicit=bool(db_url or os.environ.get("FLYWHEEL_DB")), secrets=secrets)
 
 
 def _attach() -> None:
@@ -80,6 +184,8 @@ def _attach() -> None:
     from flywheel.cli.report import report
 
     main.add_command(report)
+    for command in main.commands.values():
+        _carry_global_options(command)
 
 
 _attach()

@@ -10,13 +10,17 @@ import click
 
 from flywheel.cli.common import echo_json, settings_of
 from flywheel.errors import FlywheelError, InputError
+from flywheel.terminal import printable
 
 
-def _open(ctx: click.Context):  # type: ignore[no-untyped-def]
+def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped-def]
+    """The library of the global options; `write=False` opens it read-only (ls, show, verify)."""
+    from flywheel.config import validate_library_path
     from flywheel.library import Library
 
     s = settings_of(ctx)
-    return Library.open(s.library, s.db_url)
+    validate_library_path(s.library, write=write)
+    return Library.open(s.library, s.db_url, read_only=not write)
 
 
 def _engine(ctx: click.Context):  # type: ignore[no-untyped-def]
@@ -64,6 +68,9 @@ def deposit(ctx: click.Context, problem: str | None, solution: str | None, answe
 
         rows = list(read_table(file, required=("problem", "solution", "answer")))
     user = "curator"
+    from flywheel.config import validate_library_path
+
+    validate_library_path(settings_of(ctx).library, write=True)  # before minutes of model loading
     engine = _engine(ctx)
     results: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
@@ -86,17 +93,20 @@ def deposit(ctx: click.Context, problem: str | None, solution: str | None, answe
                 continue
             results.append({"line": line, "problem_id": r.problem_id, "artifact": r.artifact_sha256,
                             "created": r.created, "tokens": r.token_count, "verdict": r.verdict_status,
-                            "unverified": r.unverified})
+                            "unverified": r.unverified,
+                            "given_id": p.id or None, "filed_under_existing": bool(p.id) and r.problem_id != p.id})
     if as_json:
         echo_json({"deposited": results, "refused": refused})
     else:
         for r in results:
             state = "new" if r["created"] else "already present"
-            click.echo(f"deposited {r['problem_id']}: artifact {str(r['artifact'])[:16]} ({r['tokens']} tokens, {state}"
-                       f"{', UNVERIFIED' if r['unverified'] else ''})")
+            same = (f" (given id {printable(r['given_id'], 60)}: the same text is already this problem)"
+                    if r["filed_under_existing"] else "")
+            click.echo(f"deposited {printable(r['problem_id'], 60)}{same}: artifact {str(r['artifact'])[:16]} "
+                       f"({r['tokens']} tokens, {state}{', UNVERIFIED' if r['unverified'] else ''})")
         if file is not None:
             for bad in refused:
-                click.echo(f"refused line {bad['line']}: {bad['reason']}", err=True)
+                click.echo(f"refused line {bad['line']}: {printable(bad['reason'])}", err=True)
             click.echo(f"{len(results)} deposited, {len(refused)} refused")
     if refused and file is None:
         raise FlywheelError(refused[0]["reason"])  # a single deposit: its refusal is the error
@@ -126,17 +136,24 @@ def ls(ctx: click.Context, show_all: bool, as_json: bool) -> None:
     Example:
       flywheel library ls --json
     """
-    with _open(ctx) as lib:
-        rows = [{"artifact": a.sha256, "problem_id": a.problem_id, "tokens": a.token_count, "bytes": a.size_bytes,
-                 "model": a.model_name, "fingerprint": a.fingerprint_digest, "created_at": a.created_at}
-                for a in lib.catalog.list_artifacts(include_unverified=show_all)]
+    with _open(ctx, write=False) as lib:
+        arts = lib.catalog.list_artifacts(include_unverified=show_all)
+        solutions = {a.solution_id: lib.catalog.get_solution(a.solution_id) for a in arts}
+    rows = [{"artifact": a.sha256, "problem_id": a.problem_id, "tokens": a.token_count, "bytes": a.size_bytes,
+             "model": a.model_name, "fingerprint": a.fingerprint_digest, "created_at": a.created_at,
+             "unverified": bool(getattr(solutions.get(a.solution_id), "unverified", False))}
+            for a in arts]
     if as_json:
         echo_json(rows)
         return
     for r in rows:
-        click.echo(f"{r['artifact'][:16]}  {r['problem_id']:<28} {r['tokens']:>6} tok {r['bytes'] / 1e6:>8.2f} MB  "
-                   f"{r['model']}  fp {r['fingerprint'][:12]}")
-    click.echo(f"{len(rows)} artifacts, {sum(int(r['tokens']) for r in rows):,} stored tokens")
+        mark = "UNVERIFIED " if r["unverified"] else ""
+        click.echo(f"{r['artifact'][:16]}  {mark}{printable(r['problem_id'], 40):<28} {r['tokens']:>6} tok "
+                   f"{r['bytes'] / 1e6:>8.2f} MB  {printable(r['model'], 40)}  fp {r['fingerprint'][:12]}")
+    n_unverified = sum(r["unverified"] for r in rows)
+    click.echo(f"{len(rows)} artifacts ({n_unverified} unverified), "
+               f"{sum(int(r['tokens']) for r in rows):,} stored tokens"
+               + ("" if show_all else "; --all also lists unverified deposits"))
 
 
 @library.command("show")
@@ -151,7 +168,7 @@ def show(ctx: click.Context, artifact_id: str) -> None:
     """
     from flywheel.kv import parse_artifact
 
-    with _open(ctx) as lib:
+    with _open(ctx, write=False) as lib:
         row = lib.catalog.get_artifact(artifact_id)
         sol = lib.catalog.get_solution(row.solution_id)
         prob = lib.catalog.get_problem(row.problem_id)
@@ -171,7 +188,11 @@ def show(ctx: click.Context, artifact_id: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def verify(ctx: click.Context, as_json: bool) -> None:
-    """Re-hash every artifact; exit 1 naming each missing, corrupt or uncatalogued one.
+    """Re-hash every artifact and compare catalog, store and index; exit 1 naming each disagreement.
+
+    Reports missing or corrupt files, files without a catalog row, and index entries the
+    catalog lacks or catalogued artifacts the index lacks (an interrupted deposit: the next
+    deposit or run repairs the index). Nothing is written, so a read-only library can be checked.
 
     \b
     Example:
@@ -180,7 +201,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     from flywheel.errors import ArtifactError
 
     bad: list[dict[str, str]] = []
-    with _open(ctx) as lib:
+    with _open(ctx, write=False) as lib:
         rows = lib.catalog.list_artifacts(include_unverified=True)
         with click.progressbar(rows, label="verifying", file=click.get_text_stream("stderr")) as bar:  # type: ignore[operator]  # click 8.5 stub
             for a in bar:
@@ -191,20 +212,36 @@ def verify(ctx: click.Context, as_json: bool) -> None:
                     bad.append({"artifact": a.sha256, "problem": a.problem_id, "reason": err.message})
         for sha in lib.catalog.orphans(lib.store.iter_ids()):
             bad.append({"artifact": sha, "problem": "", "reason": "file has no catalog row (interrupted deposit?)"})
+        problem_of = {a.sha256: a.problem_id for a in rows}
+        for check in (lib.router.check(fp) for fp in sorted({a.fingerprint_digest for a in rows})):
+            if check.unreadable:
+                bad.append({"artifact": "", "problem": "", "reason": f"index for fingerprint {check.fingerprint[:12]} "
+                            "is unreadable (rebuilt by the next deposit or run)"})
+                continue
+            for sha in check.missing:
+                bad.append({"artifact": sha, "problem": problem_of.get(sha, ""),
+                            "reason": "catalogued but not in the index (interrupted deposit; the next deposit "
+                                      "or run repairs it)"})
+            for sha in check.stale:
+                bad.append({"artifact": sha, "problem": "", "reason": "in the index but not routable in the catalog "
+                            "(the next deposit or run repairs it)"})
     if as_json:
         echo_json({"checked": len(rows), "bad": bad})
     else:
         for b in bad:
-            click.echo(f"BAD {b['artifact'][:16]} {b['problem']}: {b['reason']}")
+            click.echo(f"BAD {b['artifact'][:16] or '-'} {printable(b['problem'], 60)}: {printable(b['reason'])}")
         click.echo(f"{len(rows)} artifacts checked, {len(bad)} bad")
     ctx.exit(1 if bad else 0)
 
 
 @library.command("export")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite BUNDLE if it exists.")
 @click.pass_context
-def export(ctx: click.Context, bundle: Path) -> None:
+def export(ctx: click.Context, bundle: Path, force: bool) -> None:
     """Write a bundle (a tar of artifacts plus a manifest of hashes, fingerprints and solutions).
+
+    An existing file is never overwritten unless --force is given.
 
     \b
     Example:
@@ -212,31 +249,47 @@ def export(ctx: click.Context, bundle: Path) -> None:
     """
     from flywheel.bundle import export_bundle
 
-    with _open(ctx) as lib:
-        n = export_bundle(lib, bundle)
+    if not bundle.parent.is_dir():
+        raise InputError(f"cannot write {bundle}: folder {bundle.parent} does not exist",
+                         hint="create the folder first, or give a path in an existing one")
+    if bundle.exists() and not force:
+        raise InputError(f"{bundle} already exists; nothing was written", hint="pass --force to overwrite it")
+    with _open(ctx, write=False) as lib:
+        n = export_bundle(lib, bundle, force=force)
     click.echo(f"exported {n} artifacts to {bundle}")
 
 
 @library.command("import")
 @click.argument("bundle", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--any-fingerprint", is_flag=True, help="Also import artifacts made on another setup (never grafted here).")
+@click.option("--unverified", "allow_unverified", is_flag=True,
+              help="Import answers the verifier cannot check, marked unverified (never routed unless asked). "
+                   "Contradicted answers are refused regardless.")
 @click.pass_context
-def import_(ctx: click.Context, bundle: Path, any_fingerprint: bool) -> None:
-    """Import a bundle: every file hash- and fingerprint-checked; unknown or escaping paths refused.
+def import_(ctx: click.Context, bundle: Path, any_fingerprint: bool, allow_unverified: bool) -> None:
+    """Import a bundle all or nothing, re-checking everything in it.
+
+    Every artifact is hash- and fingerprint-checked, its tokens must be the graft text of the
+    problem and solution it is filed under, and every answer is re-verified. One bad entry
+    anywhere refuses the whole bundle and leaves the library as it was. Artifacts made under
+    another fingerprint are skipped (listed) unless --any-fingerprint.
 
     \b
     Example:
       flywheel --library other/ library import library-bundle.tar
     """
     from flywheel.bundle import import_bundle
+    from flywheel.config import validate_library_path
 
+    validate_library_path(settings_of(ctx).library, write=True)  # before loading the model
     engine = _engine(ctx)
     with _open(ctx) as lib:
-        report = import_bundle(lib, bundle, engine.fingerprint.digest, any_fingerprint=any_fingerprint)
+        report = import_bundle(lib, bundle, engine, any_fingerprint=any_fingerprint,
+                               allow_unverified=allow_unverified)
     for sha, reason in report.refused:
-        click.echo(f"refused {sha[:16]}: {reason}", err=True)
-    click.echo(f"imported {report.imported}, already present {report.present}, refused {len(report.refused)}")
-    ctx.exit(1 if report.refused else 0)
+        click.echo(f"skipped {sha[:16]}: {printable(reason)}", err=True)
+    click.echo(f"imported {report.imported} ({report.unverified} unverified), already present {report.present}, "
+               f"skipped {len(report.refused)} made under another fingerprint")
 
 
 @library.command("rebuild")

@@ -34,6 +34,25 @@ class RouterConfig:
 
 
 @dataclass(frozen=True)
+class IndexCheck:
+    """How a saved index disagrees with the catalog: what it lacks, what it holds that is gone.
+
+    `unreadable` means a saved index exists but is corrupt or built differently; `absent` that
+    none was saved yet (it is built from the catalog on first use: not a disagreement).
+    """
+
+    fingerprint: str
+    missing: list[str]
+    stale: list[str]
+    unreadable: bool = False
+    absent: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.stale or self.unreadable)
+
+
+@dataclass(frozen=True)
 class RouteDecision:
     """What the router chose: `artifact_sha` is None exactly when `kind == "none"`.
 
@@ -120,7 +139,7 @@ class Router:
     def add(self, artifact_sha: str, problem_id: str, problem_text: str, fingerprint: str) -> bool:
         """Index a just-deposited artifact (idempotent). Returns True if it was new to the index."""
         with self._locked(fingerprint):
-            index = self._index(fingerprint)
+            index = self._index(fingerprint, reconcile=False)
             if artifact_sha in index.shas():
                 return False
             index.add(self.embedder([problem_text]), [IndexEntry(artifact_sha, problem_id)])
@@ -128,17 +147,26 @@ class Router:
         return True
 
     def sync(self, fingerprint: str) -> int:
-        """Index every routable catalog artifact the index lacks; returns how many were added."""
+        """Make the index agree with the catalog: index what it lacks, drop what the catalog no
+        longer vouches for. Returns how many entries were added.
+
+        This is the repair after a deposit was interrupted between its catalog commit and its
+        index write (`kill -9`, Ctrl-C): every deposit calls it.
+        """
         with self._locked(fingerprint):
-            index = self._index(fingerprint)
-            known = index.shas()
-            missing = [e for e in self.catalog.router_entries(fingerprint, self.config.include_unverified)
-                       if e.artifact_sha256 not in known]
-            if missing:
-                index.add(self.embedder([e.problem_text for e in missing]),
-                          [IndexEntry(e.artifact_sha256, e.problem_id) for e in missing])
-                self._save(fingerprint, index)
-        return len(missing)
+            return self._reconcile(fingerprint, self._index(fingerprint, reconcile=False))
+
+    def check(self, fingerprint: str) -> IndexCheck:
+        """Compare the saved index for `fingerprint` with the catalog, without repairing or building it."""
+        directory = self._dir(fingerprint)
+        routable = {e.artifact_sha256 for e in self.catalog.router_entries(fingerprint, self.config.include_unverified)}
+        if not (directory / "meta.json").exists():
+            return IndexCheck(fingerprint, [], [], absent=True)
+        saved = VectorIndex.load(directory)
+        if saved is None or not self._compatible(saved):
+            return IndexCheck(fingerprint, sorted(routable), [], unreadable=True)
+        shas = saved.shas()
+        return IndexCheck(fingerprint, sorted(routable - shas), sorted(shas - routable))
 
     def rebuild(self, catalog: Catalog | None = None, fingerprint: str = "") -> int:
         """Rebuild the index for `fingerprint` from the catalog; returns the number of entries."""
@@ -180,8 +208,35 @@ class Router:
                 and index.embed_model == self.embed_model
                 and index.include_unverified == self.config.include_unverified)
 
-    def _index(self, fingerprint: str) -> VectorIndex:
-        """The in-memory index, reloaded when another process saved a newer one; built if absent."""
+    def _agrees(self, index: VectorIndex, fingerprint: str) -> bool:
+        routable = self.catalog.router_entries(fingerprint, self.config.include_unverified)
+        return index.shas() == {e.artifact_sha256 for e in routable}
+
+    def _reconcile(self, fingerprint: str, index: VectorIndex) -> int:
+        """Bring `index` in line with the catalog (call under the lock); returns entries added."""
+        entries = self.catalog.router_entries(fingerprint, self.config.include_unverified)
+        routable = {e.artifact_sha256 for e in entries}
+        known = index.shas()
+        if known - routable:  # stale entries: FAISS HNSW cannot remove ids, so rebuild (rare)
+            rebuilt = self._empty()
+            if entries:
+                rebuilt.add(self.embedder([e.problem_text for e in entries]),
+                            [IndexEntry(e.artifact_sha256, e.problem_id) for e in entries])
+            self._save(fingerprint, rebuilt)
+            return len(routable - known)
+        missing = [e for e in entries if e.artifact_sha256 not in known]
+        if missing:
+            index.add(self.embedder([e.problem_text for e in missing]),
+                      [IndexEntry(e.artifact_sha256, e.problem_id) for e in missing])
+            self._save(fingerprint, index)
+        return len(missing)
+
+    def _index(self, fingerprint: str, *, reconcile: bool = True) -> VectorIndex:
+        """The in-memory index, reloaded when another process saved a newer one; built if absent.
+
+        A freshly loaded index is compared with the catalog and repaired when they disagree
+        (an interrupted deposit), so a run routes over every committed artifact.
+        """
         stamp = self._stamp(fingerprint)
         cached = self._indexes.get(fingerprint)
         if cached is not None and cached[1] == stamp:
@@ -189,12 +244,19 @@ class Router:
         loaded = VectorIndex.load(self._dir(fingerprint)) if stamp is not None else None
         if loaded is not None and self._compatible(loaded):
             self._indexes[fingerprint] = (loaded, stamp)
+            if reconcile and not self._agrees(loaded, fingerprint):
+                with self._locked(fingerprint):
+                    self._reconcile(fingerprint, self._index(fingerprint, reconcile=False))
+                return self._indexes[fingerprint][0]
             return loaded
         with self._locked(fingerprint):  # build once, even when several processes find it missing
             stamp = self._stamp(fingerprint)
             loaded = VectorIndex.load(self._dir(fingerprint)) if stamp is not None else None
             if loaded is not None and self._compatible(loaded):
                 self._indexes[fingerprint] = (loaded, stamp)
+                if reconcile:
+                    self._reconcile(fingerprint, loaded)
+                    return self._indexes[fingerprint][0]
                 return loaded
             # Absent, corrupt or built differently: the catalog is the source of truth.
             loaded = self._empty()

@@ -135,7 +135,8 @@ def test_import_refuses_a_tampered_artifact(flywheel: Run, tmp_path: Path) -> No
                 data = data[:-1] + bytes([data[-1] ^ 1])
             dst.addfile(m, io.BytesIO(data))
     proc = flywheel("library", "import", str(bad), library=tmp_path / "other")
-    assert proc.returncode == 1 and "integrity" in proc.stderr
+    assert proc.returncode == 2 and "integrity" in proc.stderr and "nothing was imported" in proc.stderr
+    assert not _artifact_files(tmp_path / "other")
 
 
 def test_killed_batch_leaves_no_row_without_its_file_and_resumes_cleanly(flywheel: Run, tmp_path: Path,

@@ -56,7 +56,7 @@ def import_(model: str, out: Path) -> dict[str, object]:
     data = (out / "artifact.kv").read_bytes()
     with Library.open() as lib:
         raw_sha = lib.store.put(data)                   # the raw file into this machine's store
-        report = import_bundle(lib, out / "bundle.tar", engine.fingerprint.digest)
+        report = import_bundle(lib, out / "bundle.tar", engine)
         row = lib.catalog.get_artifact(raw_sha)
         stored = Path(lib.store.path_for(raw_sha))
         grafted = lib.load_graft(engine, raw_sha)
@@ -78,7 +78,7 @@ def refuse(model: str, out: Path) -> dict[str, object]:
     except FingerprintMismatchError as err:
         result.update(refused=True, error=type(err).__name__, message=str(err))
     with Library.open() as lib:
-        report = import_bundle(lib, out / "bundle.tar", engine.fingerprint.digest)
+        report = import_bundle(lib, out / "bundle.tar", engine)
         result.update(bundle_imported=report.imported, bundle_refused=report.refused,
                       catalogued=len(lib.catalog.list_artifacts()))
     return result
