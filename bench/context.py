@@ -49,7 +49,7 @@ from flywheel.engine import Engine, EngineSettings
 from flywheel.kv import capture, logits_sha256, parse_artifact
 from flywheel.library import Library
 from flywheel.testing import build_tiny_model
-from flywheel.verify_graft import corpus_ids
+from flywheel.kv.verify import corpus_ids
 
 REFERENCE_TOKENS = 2_854_766  # the reference library size
 REFERENCE_WINDOW = 32_768     # the reference model's window

@@ -9,6 +9,7 @@ from typing import Any
 from flows import runtime
 from flows.run import RunConfig, flywheel_run, new_run_id
 from flywheel import config
+from flywheel.engine import EngineSettings
 from flywheel.problemsets import Problem, generate, load_champ
 
 #: The default demo set: a slice of CHAMP (recurring, with curated solutions) plus a generated family.
@@ -40,7 +41,7 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = DEMO_BUDG
     cfg = RunConfig(problems=spec, budget=budget, model=config.model_name(model), library=str(library))
     tag = new_run_id()
     pass1 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass1"}))
-    eng = runtime.engine(cfg.model)
+    eng = runtime.engine(cfg.model, EngineSettings(dtype=cfg.dtype))
     lib = runtime.library(cfg.library, config.database_url(library))
     curated = [p for p in problems if p.source == "champ"]
     deposited = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by="curator:demo")

@@ -12,6 +12,7 @@ from typing import Any
 from flows import runtime
 from flows.run import RunConfig, flywheel_run, new_run_id
 from flywheel import config
+from flywheel.engine import EngineSettings
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import load_problem_set
 
@@ -28,7 +29,7 @@ def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 def seed_library(cfg: RunConfig, spec: str, deposited_by: str = "curator:eval") -> int:
     """Deposit the curated solutions of `spec` (each needs a solution and reference); returns how many."""
-    eng = runtime.engine(cfg.model)
+    eng = runtime.engine(cfg.model, EngineSettings(dtype=cfg.dtype))
     lib = runtime.library(cfg.library, config.database_url(config.library_root(cfg.library), cfg.db_url))
     count = 0
     for p in load_problem_set(spec).problems:

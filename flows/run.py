@@ -5,18 +5,22 @@
     >>> summary["results"][0]["route"]                                # doctest: +SKIP
     'none'
 
-`task_runner="thread"` (the default) works through the problems one after another in this
-process. `task_runner="dask"` submits each problem's route -> attempt -> verify -> deposit ->
-record as one Prefect task to a Dask cluster (`prefect_dask.DaskTaskRunner`): worker processes
-each load the model once (`flows.runtime`) and write to the same catalog and store, whose
-writes are idempotent on unique keys and safe across processes. Two differences follow from
-running problems side by side:
+A pass decodes its attempts together on `slots` decode slots (`flywheel.decode`): a problem is
+routed and prepared (graft + prefill, once for its K attempts) when a slot frees, its K attempts
+fork that state, and each finished attempt is verified, deposited if new and verified, and
+recorded at once. `task_runner="thread"` (the default) runs the pass in this process.
+`task_runner="dask"` splits the problems into one shard per worker and runs each shard's batched
+pass as one Prefect task on a Dask cluster (`prefect_dask.DaskTaskRunner`): worker processes each
+load the model once (`flows.runtime`) and write to the same catalog and store, whose writes are
+idempotent on unique keys and safe across processes. What follows from attempts side by side:
 
-* `run_budget` is granted up front: attempts receive their budget in problem order as if each
-  spent all of it, so the run never exceeds `run_budget`, but tokens an attempt leaves unused
-  are not passed on (the sequential pass passes them on).
+* `run_budget` is granted when an attempt takes its slot, counting every attempt still running
+  as if it spends its whole grant, so the run never exceeds `run_budget`; tokens an attempt
+  leaves unused go back to later attempts. On Dask, shards are granted up front in problem order.
 * a solution deposited during the run grafts into another problem of the same run only if it
-  landed before that problem was routed; the sequential pass always routes after it.
+  landed before that problem was routed (problems are routed as they take a slot).
+* all K attempts of a problem decode side by side; every one is recorded, and the first of them
+  (in finishing order) that is verified is the one deposited.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 import gc
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,8 +41,6 @@ from flows import runtime
 from flows.tasks import (
     LOCAL,
     Env,
-    Verified,
-    attempt_problem,
     deposit_own,
     finish_run,
     load_problems,
@@ -48,13 +50,14 @@ from flows.tasks import (
     verify,
 )
 from flywheel import config
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
 from flywheel.catalog import AttemptRecord, GraftRecord
+from flywheel.decode import DEFAULT_SLOTS, KERNEL_PATH
 from flywheel.errors import InputError
 
 if TYPE_CHECKING:
     from prefect_dask import DaskTaskRunner
 
-    from flywheel.attempt import AttemptResult
     from flywheel.library import Library
     from flywheel.problemsets import Problem
 
@@ -89,6 +92,10 @@ class RunConfig(BaseModel):
                                      "tcp://dask-scheduler:8786 (default: a temporary local cluster)")
     dask_workers: int = Field(DEFAULT_DASK_WORKERS, ge=1,
                               description="worker processes of the temporary local Dask cluster")
+    dtype: Literal["float32", "bfloat16"] = Field("float32", description="engine dtype; bfloat16 is opt-in "
+                                                  "(its own fingerprint: float32 artifacts are refused)")
+    slots: int = Field(DEFAULT_SLOTS, ge=1, le=256, description="decode slots: attempts decoded together "
+                       "(a slot's bits do not depend on this number; see flywheel.decode)")
 
     @model_validator(mode="after")
     def _dask_options_need_dask(self) -> RunConfig:
@@ -106,29 +113,111 @@ def new_run_id() -> str:
     return f"run-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def attempt_once(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problem: Problem, k: int,
-                 budget: int) -> tuple[AttemptResult, Verified]:
-    """Attempt `k` at `problem`: route, decode under `budget`, verify, deposit if new and verified, record."""
-    decision = route_problem(env, problem, cfg.no_graft)
-    seed = cfg.seed + k if cfg.attempts > 1 else None
-    result = attempt_problem(env, problem, decision, budget, seed, cfg.attempts > 1)
-    verdict = verify(problem, result.answer)
-    if verdict.ok and cfg.deposit and decision.kind != "exact":
-        deposit_own(env, problem, result, deposited_by)
-    grafts = [GraftRecord(r.artifact, "refused", r.reason) for r in result.refused]
-    if result.grafted_artifact:
-        grafts.append(GraftRecord(result.grafted_artifact, "ok", None, result.restored_tokens))
-    record(env, AttemptRecord(
-        run_id=run_id, problem_id=problem.id, attempt_index=k, route=decision.kind, budget=budget,
-        route_score=decision.score, routed_artifact_sha=decision.artifact_sha,
-        grafted_artifact_sha=result.grafted_artifact,
-        prompt_tokens=result.prefill_tokens, prefill_tokens=result.prefill_tokens,
-        restored_tokens=result.restored_tokens, decode_tokens=result.decode_tokens,
-        budget_exhausted=result.budget_exhausted, answer=result.answer, verified=verdict.ok,
-        verdict_status=verdict.status, wall_seconds=result.wall_seconds,
-        energy_joules=result.energy_joules, energy_source=result.energy_source,
-        logits_sha256=result.logits_sha256, seed=result.seed), grafts)
-    return result, verdict
+class BudgetLedger:
+    """Decode budget per attempt, granted as attempts take a slot, so the run never overspends.
+
+    Every running attempt counts as spending its whole grant until it finishes; then what it
+    really used is spent and the rest returns to the pool.
+
+        >>> ledger = BudgetLedger(budget=4, run_budget=6, spent=0)
+        >>> [ledger.grant(), ledger.grant(), ledger.grant()]
+        [4, 2, 0]
+        >>> ledger.settle(granted=4, used=1); ledger.grant()
+        3
+    """
+
+    def __init__(self, budget: int, run_budget: int | None, spent: int) -> None:
+        self.budget, self.run_budget, self.spent, self.outstanding = budget, run_budget, spent, 0
+
+    def grant(self) -> int:
+        if self.run_budget is None:
+            return self.budget
+        granted = max(0, min(self.budget, self.run_budget - self.spent - self.outstanding))
+        self.outstanding += granted
+        return granted
+
+    def settle(self, *, granted: int, used: int) -> None:
+        if self.run_budget is not None:
+            self.outstanding -= granted
+        self.spent += used
+
+
+class FixedGrants(BudgetLedger):
+    """Grants decided up front (a Dask shard): attempt (problem id, k) gets `grants[...]`."""
+
+    def __init__(self, grants: dict[tuple[str, int], int]) -> None:
+        super().__init__(0, None, 0)
+        self.grants = grants
+
+    def grant_for(self, key: tuple[str, int]) -> int:
+        return self.grants.get(key, 0)
+
+
+def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
+             done: set[tuple[str, int]], solved: set[str], ledger: BudgetLedger,
+             on_problem: Callable[[str, float], None] | None = None) -> float:
+    """Route, attempt, verify, deposit and record the pending attempts of `problems` on decode slots.
+
+    Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, tokens_per_s)`
+    is called as each problem's attempts are all finished (or it had nothing to do).
+    """
+    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
+    sampled = cfg.attempts > 1
+    open_forks: dict[str, int] = {}
+    deposited: set[str] = set()
+    rate = [0.0]
+
+    def jobs() -> Iterator[AttemptJob]:
+        for problem in problems:
+            pending = [k for k in range(cfg.attempts) if (problem.id, k) not in done]
+            if problem.id in solved or not pending:
+                if on_problem:
+                    on_problem(problem.id, rate[0])
+                continue
+            decision = route_problem(env, problem, cfg.no_graft)
+            attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled else None) for k in pending]
+            open_forks[problem.id] = len(attempts)
+            yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
+                             SAMPLE_TEMPERATURE if sampled else 0.0, tag=decision)
+
+    def speed(finished: int, tokens: int, per_s: float) -> None:
+        rate[0] = per_s
+
+    model_seconds = 0.0
+    with runtime.model_lock(eng):   # re-entrant: deposits below take it too
+        for job, k, result in solve_many(eng, lib, jobs(), slots=cfg.slots, meter=runtime.energy_meter(),
+                                         progress=speed):
+            problem, decision = job.problem, job.tag
+            model_seconds += result.wall_seconds
+            ledger.settle(granted=result.budget, used=result.decode_tokens)
+            verdict = verify(problem, result.answer)
+            if (verdict.ok and cfg.deposit and decision.kind != "exact" and problem.id not in deposited
+                    and problem.id not in solved):
+                deposit_own(env, problem, result, deposited_by)
+                deposited.add(problem.id)
+            if verdict.ok:
+                solved.add(problem.id)
+            grafts = [GraftRecord(r.artifact, "refused", r.reason) for r in result.refused]
+            if result.grafted_artifact:
+                grafts.append(GraftRecord(result.grafted_artifact, "ok", None, result.restored_tokens))
+            record(env, AttemptRecord(
+                run_id=run_id, problem_id=problem.id, attempt_index=k, route=decision.kind, budget=result.budget,
+                route_score=decision.score, routed_artifact_sha=decision.artifact_sha,
+                grafted_artifact_sha=result.grafted_artifact,
+                prompt_tokens=result.prefill_tokens, prefill_tokens=result.prefill_tokens,
+                restored_tokens=result.restored_tokens, decode_tokens=result.decode_tokens,
+                budget_exhausted=result.budget_exhausted, answer=result.answer, verified=verdict.ok,
+                verdict_status=verdict.status, wall_seconds=result.wall_seconds,
+                energy_joules=result.energy_joules, energy_source=result.energy_source,
+                logits_sha256=result.logits_sha256, seed=result.seed), grafts)
+            open_forks[problem.id] -= 1
+            if open_forks[problem.id] == 0 and on_problem:
+                on_problem(problem.id, rate[0])
+    return model_seconds
+
+
+def _grant(ledger: BudgetLedger, problem_id: str, k: int) -> int:
+    return ledger.grant_for((problem_id, k)) if isinstance(ledger, FixedGrants) else ledger.grant()
 
 
 @flow(name="flywheel-run", log_prints=False, persist_result=False, validate_parameters=True)
@@ -139,8 +228,8 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     started = time.perf_counter()
     run_id = cfg.run_id or new_run_id()
     flow_run_id = str(flow_run.id) if flow_run.id else None
-    env = Env(model=cfg.model, library=cfg.library, db_url=config.database_url(config.library_root(cfg.library),
-                                                                                cfg.db_url))
+    env = Env(model=cfg.model, library=cfg.library, dtype=cfg.dtype,
+              db_url=config.database_url(config.library_root(cfg.library), cfg.db_url))
     pset = load_problems(cfg.problems, cfg.limit)
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget)
@@ -152,25 +241,16 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     if cfg.task_runner == "dask":
         model_seconds, workers = _solve_on_dask(env, cfg, run_id, deposited_by, pset.problems, done, solved, spent)
     else:
-        model_seconds, workers = 0.0, []
-        for n, problem in enumerate(pset.problems, start=1):
-            for k in range(cfg.attempts):
-                if (problem.id, k) in done or problem.id in solved:
-                    continue
-                budget = cfg.budget if cfg.run_budget is None else max(0, min(cfg.budget, cfg.run_budget - spent))
-                result, verdict = attempt_once(env, cfg, run_id, deposited_by, problem, k, budget)
-                model_seconds += result.wall_seconds
-                spent += result.decode_tokens
-                if verdict.ok:
-                    solved.add(problem.id)
-                    break
-            if runtime.progress_hook is not None:
-                runtime.progress_hook(n, len(pset.problems), problem.id)
+        progress = _Progress(len(pset.problems))
+        model_seconds = run_pass(env, cfg, run_id, deposited_by, pset.problems, done, solved,
+                                 BudgetLedger(cfg.budget, cfg.run_budget, spent), on_problem=progress)
+        workers = []
     finish_run(env, run_id)
     summary = summarize(lib, run_id, flow_run_id, pset.spec, pset.hash, order=[p.id for p in pset.problems])
     summary["skipped_rows"] = pset.skipped
     summary["timing"] = {"wall_seconds": time.perf_counter() - started, "model_seconds": model_seconds,
-                         "task_runner": cfg.task_runner, "workers": workers}
+                         "task_runner": cfg.task_runner, "workers": workers,
+                         "schedule": {"slots": cfg.slots, "kernel": KERNEL_PATH, "dtype": cfg.dtype}}
     return summary
 
 
@@ -181,7 +261,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
 class Solved:
     """What one problem's unit of work reports back from its worker."""
 
-    problem_id: str
+    problem_ids: tuple[str, ...]
     worker: str          # host:pid of the worker process
     engine_loads: int    # models that process has loaded so far (1 when the cache works)
     model_seconds: float
@@ -207,17 +287,15 @@ def grant_budgets(pending: Sequence[tuple[str, int]], budget: int, run_budget: i
     return grants
 
 
-@task(name="solve-problem", **LOCAL)
-def solve_problem(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problem: Problem,
-                  grants: list[tuple[int, int]]) -> Solved:
-    """One problem's pending attempts, (attempt index, budget) in order, until one is verified (on a worker)."""
-    model_seconds = 0.0
-    for k, budget in grants:
-        result, verdict = attempt_once(env, cfg, run_id, deposited_by, problem, k, budget)
-        model_seconds += result.wall_seconds
-        if verdict.ok:
-            break
-    return Solved(problem.id, runtime.worker_id(), runtime.engine_loads(), model_seconds)
+@task(name="solve-shard", **LOCAL)
+def solve_shard(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: list[Problem],
+                grants: dict[tuple[str, int], int]) -> Solved:
+    """One shard's pending attempts, batched on this worker's decode slots, with budgets granted up front."""
+    done = {key for p in problems for key in ((p.id, k) for k in range(cfg.attempts)) if key not in grants}
+    finished: list[str] = []
+    seconds = run_pass(env, cfg, run_id, deposited_by, problems, done, set(), FixedGrants(grants),
+                       on_problem=lambda pid, _: finished.append(pid))
+    return Solved(tuple(finished), runtime.worker_id(), runtime.engine_loads(), seconds)
 
 
 def dask_task_runner(cfg: RunConfig) -> DaskTaskRunner:
@@ -257,20 +335,19 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
     pending = [(p.id, k) for p in problems if p.id not in solved
                for k in range(cfg.attempts) if (p.id, k) not in done]
     grants = grant_budgets(pending, cfg.budget, cfg.run_budget, spent)
-    units = {p.id: [(k, grants[(p.id, k)]) for k in range(cfg.attempts) if (p.id, k) in grants]
-             for p in problems}
+    todo = [p for p in problems if any((p.id, k) in grants for k in range(cfg.attempts))]
+    shards = [todo[i::cfg.dask_workers] for i in range(cfg.dask_workers) if todo[i::cfg.dask_workers]]
     progress = _Progress(len(problems))
+    for p in problems:
+        if p not in todo:
+            progress(p.id)
     results: list[Solved] = []
     errors: list[BaseException] = []
     with _workers_see_this_api(), dask_task_runner(cfg) as runner:
-        futures = []
-        for p in problems:
-            if units[p.id]:
-                futures.append(runner.submit(solve_problem, {
-                    "env": env, "cfg": cfg, "run_id": run_id, "deposited_by": deposited_by, "problem": p,
-                    "grants": units[p.id]}))
-            else:
-                progress(p.id)
+        futures = [runner.submit(solve_shard, {
+            "env": env, "cfg": cfg, "run_id": run_id, "deposited_by": deposited_by, "problems": shard,
+            "grants": {key: g for key, g in grants.items() if key[0] in {p.id for p in shard}}})
+            for shard in shards]
         for future in as_completed(futures):
             try:
                 out = future.result()
@@ -278,7 +355,8 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
                 errors.append(err)
                 continue
             results.append(out)
-            progress(out.problem_id)
+            for pid in out.problem_ids:
+                progress(pid)
         if futures and not cfg.dask_address:
             # The temporary workers exit next. Python's final garbage collection of their heap (Prefect
             # alone leaves ~370k objects) can outlast the nanny's 4 s grace, and it then SIGKILLs them;
@@ -289,7 +367,7 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
     workers: dict[str, dict[str, Any]] = {}
     for r in results:
         w = workers.setdefault(r.worker, {"worker": r.worker, "problems": 0, "engine_loads": 0})
-        w["problems"] += 1
+        w["problems"] += len(r.problem_ids)
         w["engine_loads"] = max(w["engine_loads"], r.engine_loads)
     return sum(r.model_seconds for r in results), sorted(workers.values(), key=lambda w: w["worker"])
 
@@ -300,10 +378,11 @@ class _Progress:
     def __init__(self, total: int) -> None:
         self.total, self.done = total, 0
 
-    def __call__(self, problem_id: str) -> None:
+    def __call__(self, problem_id: str, tokens_per_s: float | None = None) -> None:
         self.done += 1
         if runtime.progress_hook is not None:
-            runtime.progress_hook(self.done, self.total, problem_id)
+            label = problem_id if not tokens_per_s else f"{problem_id} · {tokens_per_s:.0f} decode tok/s"
+            runtime.progress_hook(self.done, self.total, label)
 
 
 def summarize(lib: Library, run_id: str, flow_run_id: str | None, spec: str, set_hash: str,

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _engines: dict[tuple[str, EngineSettings], Engine] = {}
-_model_locks: dict[int, threading.Lock] = {}
+_model_locks: dict[int, threading.RLock] = {}
 _libraries: dict[tuple[str, str], Library] = {}
 _meter: EnergyMeter | None = None
 _engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
@@ -74,10 +74,10 @@ def energy_meter() -> EnergyMeter:
         return _meter
 
 
-def model_lock(eng: Engine) -> threading.Lock:
-    """The lock that serializes model work on `eng`."""
+def model_lock(eng: Engine) -> threading.RLock:
+    """The lock that serializes model work on `eng` (re-entrant: a pass holds it while it deposits)."""
     with _lock:
-        return _model_locks.setdefault(id(eng), threading.Lock())
+        return _model_locks.setdefault(id(eng), threading.RLock())
 
 
 def library(root: str, db_url: str) -> Library:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
 from prefect.cache_policies import NONE
 
 from flows import runtime
-from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptResult, run_attempt, solution_of
+from flywheel.attempt import AttemptResult, solution_of
 from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import Problem, ProblemSet, load_problem_set
 from flywheel.router import RouteDecision
+
+if TYPE_CHECKING:
+    from flywheel.engine import Engine
 
 
 def _transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -43,6 +46,13 @@ class Env:
     model: str
     library: str
     db_url: str
+    dtype: str = "float32"   # the engine's dtype (part of its fingerprint)
+
+    def engine(self) -> Engine:
+        """This process's engine for the run's model and dtype."""
+        from flywheel.engine import EngineSettings
+
+        return runtime.engine(self.model, EngineSettings(dtype=self.dtype))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,7 @@ def load_problems(spec: str, limit: int | None = None) -> ProblemSet:
 def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None, budget: int, attempts: int,
              no_graft: bool, run_budget: int | None) -> set[tuple[str, int]]:
     """Catalogue the problems and the run (a resumed run is reopened); returns the keys already done."""
-    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
+    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
     existing = lib.catalog.get_run(run_id)
     if existing is not None and existing.problem_set_hash != pset.hash:
         raise InputError(f"run {run_id!r} was over problem set {existing.problem_set!r} "
@@ -85,22 +95,8 @@ def route_problem(env: Env, problem: Problem, no_graft: bool) -> RouteDecision:
     """Exact recurrence, near neighbour, or none (forced by --no-graft)."""
     if no_graft:
         return RouteDecision("none", None, 0.0, None)
-    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
+    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
     return lib.route(eng, problem.text)
-
-
-@task(name="attempt", **LOCAL)
-def attempt_problem(env: Env, problem: Problem, decision: RouteDecision, budget: int, seed: int | None,
-                    sampled: bool) -> AttemptResult:
-    """Graft-seeded decoding under the decode budget (model work, serialized per engine)."""
-    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
-    meter = runtime.energy_meter()
-    with runtime.model_lock(eng):   # the lock also keeps one metered interval at a time per engine
-        meter.start()
-        result = run_attempt(eng, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha,
-                             budget=budget, seed=seed, temperature=SAMPLE_TEMPERATURE if sampled else 0.0)
-        reading = meter.stop()
-    return replace(result, energy_joules=reading.joules, energy_source=reading.source)
 
 
 @task(name="verify", **LOCAL)
@@ -117,7 +113,7 @@ def verify(problem: Problem, answer: str | None) -> Verified:
 @task(name="deposit", **CATALOG_WRITE)
 def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by: str) -> str | None:
     """Deposit the model's own verified solution if the library has none for this problem yet."""
-    eng, lib = runtime.engine(env.model), runtime.library(env.library, env.db_url)
+    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
     if result.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
     with runtime.model_lock(eng):

@@ -10,22 +10,34 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import torch
+from transformers import DynamicCache
 
+from flywheel.decode import (
+    DEFAULT_SLOTS,
+    BatchDecoder,
+    DecodeOutcome,
+    DecodeProgress,
+    DecodeRequest,
+    StopReason,
+)
 from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
 from flywheel.kv.artifact import logits_sha256
 from flywheel.prompts import AttemptMode, attempt_suffix, plain_prompt
 
 if TYPE_CHECKING:
+    from flywheel.energy import EnergyMeter
     from flywheel.engine import Engine
     from flywheel.library import Library
     from flywheel.problemsets import Problem
 
 RouteKind = Literal["exact", "near", "none"]
+_T = TypeVar("_T")
 #: Sampling temperature when attempts > 1 (attempt 0 of a single-attempt run is greedy).
 SAMPLE_TEMPERATURE = 0.7
 
@@ -70,6 +82,7 @@ class AttemptResult:
     refused: list[RefusedGraft] = field(default_factory=list)
     energy_joules: float | None = None   # set by the caller that metered the attempt
     energy_source: str | None = None     # nvml | rapl | estimate
+    stop_reason: StopReason | None = None  # stop rule, eos, or budget (None: never decoded)
 
 
 def extract(text: str, mode: AttemptMode) -> str | None:
@@ -87,10 +100,83 @@ def extract(text: str, mode: AttemptMode) -> str | None:
     return None  # prose without a stated answer has no answer (a stray number is not one)
 
 
+@dataclass
+class PreparedAttempt:
+    """An attempt ready to decode: the graft restored (or refused) and the prompt prefilled.
+
+    Its `cache` is only read by the decoder, so the K sampled attempts of one problem share it:
+    one graft restore and one prefill, then K decodes.
+    """
+
+    problem: Problem
+    mode: AttemptMode
+    cache: DynamicCache | None       # None when the budget is 0 (no model work at all)
+    logits: torch.Tensor | None      # (vocab,) next-token logits after the prompt
+    grafted: str | None
+    restored_tokens: int
+    prefill_tokens: int
+    refused: list[RefusedGraft]
+    seconds: float                   # graft + prefill wall time
+
+    def stop_rule(self) -> StopRule:
+        return StopRule() if self.mode == "answer" else SolveStop()
+
+
+def prepare_attempt(engine: Engine, library: Library | None, problem: Problem, *, route: RouteKind,
+                    artifact_sha: str | None, prefill: bool = True) -> PreparedAttempt:
+    """Graft the routed artifact (a refusal is kept and the attempt runs ungrafted), then prefill the prompt.
+
+    With `prefill=False` (a zero budget) nothing runs on the model: the attempt is recorded as exhausted.
+    """
+    start = time.perf_counter()
+    refused: list[RefusedGraft] = []
+    cache = None
+    restored = 0
+    grafted: str | None = None
+    if artifact_sha is not None and library is not None and prefill:
+        try:
+            g = library.load_graft(engine, artifact_sha)
+            cache, restored, grafted = g.cache, g.token_count, g.artifact_sha256
+        except ArtifactError as err:
+            refused.append(RefusedGraft(artifact_sha, f"{type(err).__name__}: {err}"))
+    # Only a recurrence whose graft actually loaded is asked for the answer at once.
+    mode: AttemptMode = "answer" if route == "exact" and grafted else "solve"
+    if not prefill:
+        return PreparedAttempt(problem, mode, None, None, None, 0, 0, refused, time.perf_counter() - start)
+    prompt = attempt_suffix(problem.text, mode) if grafted else plain_prompt(problem.text, mode)
+    ids = engine.encode(prompt, bos=not grafted)  # a graft already starts with BOS
+    cache, logits = engine.prefill(ids, cache)
+    return PreparedAttempt(problem, mode, cache, logits[-1], grafted, restored, len(ids), refused,
+                           time.perf_counter() - start)
+
+
+def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, temperature: float,
+                   tag: Any = None) -> DecodeRequest:
+    """The decoder's request for one attempt of `prepared` (budget 0: finished at admission)."""
+    if prepared.cache is None or prepared.logits is None:
+        return DecodeRequest(DynamicCache(), torch.empty(0), 0, tag=tag)
+    return DecodeRequest(prepared.cache, prepared.logits, budget, stop=prepared.stop_rule(),
+                         temperature=temperature, seed=seed, tag=tag)
+
+
+def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOutcome, *, budget: int,
+                   seed: int | None, temperature: float, wall_seconds: float) -> AttemptResult:
+    """The `AttemptResult` of one decoded attempt: text, extracted answer, exact token accounting."""
+    text = engine.decode_text(outcome.tokens)
+    return AttemptResult(
+        text=text, answer=extract(text, prepared.mode) if outcome.tokens else None, mode=prepared.mode,
+        grafted_artifact=prepared.grafted, restored_tokens=prepared.restored_tokens,
+        prefill_tokens=prepared.prefill_tokens if budget > 0 else 0, decode_tokens=len(outcome.tokens), budget=budget,
+        budget_exhausted=outcome.stop_reason == "budget", wall_seconds=wall_seconds,
+        logits_sha256=logits_sha256(prepared.logits) if prepared.logits is not None else None,
+        seed=seed if temperature > 0 and seed is not None else None, refused=list(prepared.refused),
+        stop_reason=outcome.stop_reason)
+
+
 def run_attempt(engine: Engine, library: Library | None, problem: Problem, *, route: RouteKind,
                 artifact_sha: str | None, budget: int, seed: int | None = None,
                 temperature: float = 0.0) -> AttemptResult:
-    """Attempt `problem` once under a decode budget of `budget` tokens.
+    """Attempt `problem` once under a decode budget of `budget` tokens (one slot of the batched decoder).
 
     Args:
         engine: the loaded model (its calls are serialized by the caller).
@@ -105,40 +191,80 @@ def run_attempt(engine: Engine, library: Library | None, problem: Problem, *, ro
 
     Example: `run_attempt(engine, lib, p, route="exact", artifact_sha=sha, budget=160).answer` -> `"239"`.
     """
-    start = time.perf_counter()
-    refused: list[RefusedGraft] = []
-    cache = None
-    restored = 0
-    grafted: str | None = None
-    if artifact_sha is not None and library is not None:
-        try:
-            g = library.load_graft(engine, artifact_sha)
-            cache, restored, grafted = g.cache, g.token_count, g.artifact_sha256
-        except ArtifactError as err:
-            refused.append(RefusedGraft(artifact_sha, f"{type(err).__name__}: {err}"))
-    # Only a recurrence whose graft actually loaded is asked for the answer at once.
-    mode: AttemptMode = "answer" if route == "exact" and grafted else "solve"
-    if budget <= 0:
-        return AttemptResult("", None, mode, grafted, restored, 0, 0, budget, True,
-                             time.perf_counter() - start, None, seed, refused)
-    prompt = attempt_suffix(problem.text, mode) if grafted else plain_prompt(problem.text, mode)
-    ids = engine.encode(prompt, bos=not grafted)  # a graft already starts with BOS
-    cache, logits = engine.prefill(ids, cache)
-    first = logits[-1]
-    stop = StopRule() if mode == "answer" else SolveStop()
-    generator = torch.Generator().manual_seed(seed) if temperature > 0 and seed is not None else None
-    produced: list[int] = []
-    for token in engine.decode_n_tokens(cache, first, budget, stop=stop, generator=generator,
-                                        temperature=temperature):
-        produced.append(token)
-    text = engine.decode_text(produced)
-    ended = bool(produced) and (produced[-1] in engine.eos_ids or stop.should_stop(engine, produced))
-    exhausted = len(produced) >= budget and not ended
-    return AttemptResult(text=text, answer=extract(text, mode), mode=mode, grafted_artifact=grafted,
-                         restored_tokens=restored, prefill_tokens=len(ids), decode_tokens=len(produced),
-                         budget=budget, budget_exhausted=exhausted, wall_seconds=time.perf_counter() - start,
-                         logits_sha256=logits_sha256(first), seed=seed if generator is not None else None,
-                         refused=refused)
+    results = solve_many(engine, library, [AttemptJob(problem, route, artifact_sha, [(0, budget, seed)],
+                                                      temperature)], slots=1)
+    return next(results)[2]
+
+
+@dataclass
+class AttemptJob:
+    """One problem's attempts for `solve_many`: its route, and (index, budget, seed) per attempt."""
+
+    problem: Problem
+    route: RouteKind
+    artifact_sha: str | None
+    attempts: list[tuple[int, int, int | None]]
+    temperature: float = 0.0
+    tag: Any = None
+
+
+def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJob], *,
+               slots: int = DEFAULT_SLOTS, meter: EnergyMeter | None = None,
+               progress: DecodeProgress | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
+    """Attempt every job's attempts on `slots` decode slots; yields (job, attempt index, result) as each ends.
+
+    A job is prepared (graft + prefill) once, when its first attempt takes a slot, and its attempts
+    fork that state. `jobs` is read lazily, so the caller may route the next problem after seeing
+    earlier results (a solution deposited mid-pass can seed a later problem). With `meter`, each
+    attempt carries its share of the energy: its prefill split over its forks, each decode step
+    split over the slots it served.
+    """
+    decoder = BatchDecoder(engine, slots)
+    source: list[str] = []
+
+    def metered(fn: Callable[[], _T]) -> tuple[_T, float]:
+        if meter is None:
+            return fn(), 0.0
+        meter.start()
+        out = fn()
+        reading = meter.stop()
+        source[:] = [reading.source]
+        return out, reading.joules
+
+    def requests() -> Iterator[DecodeRequest]:
+        for job in jobs:
+            live = any(budget > 0 for _, budget, _ in job.attempts)
+            prepared, joules = metered(lambda job=job, live=live: prepare_attempt(  # type: ignore[misc]
+                engine, library, job.problem, route=job.route, artifact_sha=job.artifact_sha, prefill=live))
+            share = len(job.attempts)
+            for k, budget, seed in job.attempts:
+                ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules / share,
+                                 prepared.seconds / share)
+                yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket)
+
+    for outcome in decoder.run(requests(), progress=progress, step_meter=metered if meter else None):
+        t: _Ticket = outcome.tag
+        result = finish_attempt(engine, t.prepared, outcome, budget=t.budget, seed=t.seed,
+                                temperature=t.job.temperature,
+                                wall_seconds=t.prepare_seconds + time.perf_counter() - t.admitted)
+        if meter is not None:
+            result = replace(result, energy_joules=t.prepare_joules + outcome.joules,
+                             energy_source=source[0] if source else None)
+        yield t.job, t.k, result
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    """What `solve_many` needs back when an attempt's slot finishes; shares are per fork."""
+
+    job: AttemptJob
+    prepared: PreparedAttempt
+    k: int
+    budget: int
+    seed: int | None
+    admitted: float
+    prepare_joules: float
+    prepare_seconds: float
 
 
 def solution_of(result: AttemptResult) -> str:

@@ -37,7 +37,7 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicSlidingWindowLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from flywheel.engine import StopRule, pick_token
+from flywheel.engine import StopRule
 from flywheel.errors import InputError
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ class DecodeOutcome:
     stop_reason: StopReason
     slot: int
     seconds: float                 # wall time from admission to finish
+    joules: float = 0.0            # its share of metered decode steps (with `step_meter`)
     step_logits: list[torch.Tensor] = field(default_factory=list)  # (vocab,) per token, if kept
 
 
@@ -266,10 +267,13 @@ class _Active:
     started: float
     tokens: list[int] = field(default_factory=list)
     kept: list[torch.Tensor] = field(default_factory=list)
+    joules: float = 0.0
 
 
 #: Called after each finished request with (finished so far, decode tokens so far, tokens/s).
 DecodeProgress = Callable[[int, int, float], None]
+#: Runs a callable and returns (its result, joules it took): an energy meter around each step.
+StepMeter = Callable[[Callable[[], torch.Tensor]], tuple[torch.Tensor, float]]
 
 
 class BatchDecoder:
@@ -290,10 +294,11 @@ class BatchDecoder:
         self._eos = engine.eos_ids
         _install_onednn_linears(engine)
         self.tokens_decoded = 0
-        self.model_seconds = 0.0
+        self.model_seconds = 0.0   # in decode steps
+        self.steps = 0
 
-    def run(self, requests: Iterable[DecodeRequest], *,
-            progress: DecodeProgress | None = None) -> Iterator[DecodeOutcome]:
+    def run(self, requests: Iterable[DecodeRequest], *, progress: DecodeProgress | None = None,
+            step_meter: StepMeter | None = None) -> Iterator[DecodeOutcome]:
         """Decode every request; yields each outcome as soon as its request finishes.
 
         `requests` is read lazily, one request per free slot, so a caller may prefill at admission
@@ -330,16 +335,24 @@ class BatchDecoder:
                     if progress:
                         progress(finished, self.tokens_decoded, self.tokens_decoded /
                                  max(time.perf_counter() - started, 1e-9))
-                    yield DecodeOutcome(a.request.tag, a.tokens, reason, i, time.perf_counter() - a.started, a.kept)
+                    yield DecodeOutcome(a.request.tag, a.tokens, reason, i, time.perf_counter() - a.started,
+                                        a.joules, a.kept)
                     continue
                 feed[i] = token
-            if any(a is not None for a in active):
+            busy = [a for a in active if a is not None]
+            if busy:
                 t0 = time.perf_counter()
-                logits = decode_step(self.engine, [a.kv if a else None for a in active], feed)
+                kvs = [a.kv if a else None for a in active]
+                if step_meter is None:
+                    logits, joules = decode_step(self.engine, kvs, feed), 0.0
+                else:
+                    logits, joules = step_meter(lambda kvs=kvs, feed=feed: decode_step(self.engine, kvs, feed))
                 self.model_seconds += time.perf_counter() - t0
+                self.steps += 1
                 for i, a in enumerate(active):
                     if a is not None:
                         a.logits = logits[i]
+                        a.joules += joules / len(busy)
 
     def _admit(self, req: DecodeRequest) -> _Active:
         kv = SlotKV(req.cache, extra=req.budget)
@@ -350,7 +363,8 @@ class BatchDecoder:
         if a.request.keep_logits:
             a.kept.append(a.logits.clone())
         forced = a.request.forced
-        token = forced[len(a.tokens)] if forced else pick_token(a.logits, a.request.temperature, a.generator)
+        token = (forced[len(a.tokens)] if forced else
+                 self.engine.pick_next(a.logits, a.request.temperature, a.generator, a.tokens))
         a.tokens.append(token)
         self.tokens_decoded += 1
         return token

@@ -244,6 +244,11 @@ class Engine:
             logits = self.forward(piece, cache, keep=min(keep, len(piece)))
         return cache, logits
 
+    def pick_next(self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None,
+                  produced: Sequence[int]) -> int:
+        """The next token of a sequence that has produced `produced` so far (tests script it here)."""
+        return pick_token(logits, temperature, generator)
+
     def decode_one_token(self, cache: DynamicCache, token: int) -> torch.Tensor:
         """Append one token; returns next-token logits (vocab,)."""
         return self.forward([token], cache, keep=1)[0]
@@ -255,7 +260,7 @@ class Engine:
         stop = stop or StopRule()
         produced: list[int] = []
         for _ in range(max_new):
-            token = pick_token(logits, temperature, generator)
+            token = self.pick_next(logits, temperature, generator, produced)
             produced.append(token)
             yield token
             if token in self.eos_ids or stop.should_stop(self, produced):

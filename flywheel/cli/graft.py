@@ -22,25 +22,32 @@ DEFAULT_PREFIX_TOKENS = (35, 256, 640, 1200)
 @click.option("--offset", default=0, show_default=True, type=click.IntRange(0, 1_000_000),
               help="Also graft shifted by K positions (RoPE re-rotation) and report its KL.")
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda (deterministic settings either way).")
+@click.option("--slots", type=click.IntRange(1, 256), default=None,
+              help="Check inside the batched decode schedule of B slots (samples are each other's neighbours).")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
+              help="Engine dtype (part of the fingerprint; bfloat16 is opt-in).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.argument("more_prefix_tokens", nargs=-1, type=click.IntRange(2, 1_000_000))
 @click.pass_context
 def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...], offset: int, device: str,
-                 as_json: bool, more_prefix_tokens: tuple[int, ...]) -> None:
+                 slots: int | None, dtype: str, as_json: bool, more_prefix_tokens: tuple[int, ...]) -> None:
     """Check that grafted logits are SHA-256-equal to fresh computation.
 
     Exit status 0 only when every sample is SHA-equal.
 
     \b
-    Example:
+    Examples:
       flywheel verify-graft --samples 8 --prefix-tokens 64 1200 2048 --offset 3 --json
+      flywheel verify-graft --slots 8 --samples 50 --prefix-tokens 35 600
     """
-    from flywheel import verify_graft as vg
     from flywheel.engine import Engine, EngineSettings
+    from flywheel.kv import verify as vg
 
     lengths = list(prefix_tokens) + list(more_prefix_tokens) or list(DEFAULT_PREFIX_TOKENS)
     settings = settings_of(ctx)
-    engine = Engine.load(settings.model, EngineSettings(device=device))
+    if slots is not None and offset:
+        raise click.UsageError("--offset is measured in the single-sequence schedule; drop it with --slots")
+    engine = Engine.load(settings.model, EngineSettings(device=device, dtype=dtype))  # type: ignore[arg-type]
 
     def show(sample: vg.Sample) -> None:
         if not as_json:
@@ -52,7 +59,10 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
     if not as_json:
         click.echo(f"verify-graft: {engine.fingerprint.model} on {engine.fingerprint.device_name} "
                    f"(fingerprint {engine.fingerprint.digest[:16]})")
-    report = vg.run(engine, samples=samples, prefix_tokens=lengths, offset=offset, workdir=None, progress=show)
+    if slots is None:
+        report = vg.run(engine, samples=samples, prefix_tokens=lengths, offset=offset, workdir=None, progress=show)
+    else:
+        report = vg.run_slots(engine, samples=samples, prefix_tokens=lengths, slots=slots, progress=show)
     if as_json:
         payload = report.to_json()
         payload["per_sample"] = [dict(s) for s in payload["per_sample"]]  # type: ignore[call-overload,attr-defined]
@@ -63,6 +73,10 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
         if report.one_pass_max_abs_diff is not None:
             click.echo(f"one-pass prefill vs the chunked schedule: max |Δlogit| {report.one_pass_max_abs_diff:.3g} "
                        f"({'equal' if report.one_pass_sha_equal else 'not byte-equal'}) — exactness is per schedule")
+        if report.slots is not None:
+            click.echo(f"batched schedule: {report.slots} slots, kernel {report.schedule['kernel'] if report.schedule else '?'}; "
+                       f"sample 1 alone vs beside its neighbours: "
+                       f"{'SHA-equal' if report.slot_count_invariant else 'DIFFERENT'} (batch invariance)")
         if offset:
             click.echo(f"graft shifted by {offset} positions (RoPE re-rotation): max KL {report.offset_kl_max:.3g}, "
                        f"argmax agreement {report.offset_argmax_agreement:.1%} — own position is the exact point")

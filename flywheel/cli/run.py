@@ -19,6 +19,16 @@ from flywheel.errors import InputError
 _BUDGET_HELP = "Decode-token budget per attempt (default: RunConfig's, 160)."
 
 
+def _schedule_options(f: Any) -> Any:
+    """--slots and --dtype, shared by the commands that run passes."""
+    f = click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default=None,
+                     help="Engine dtype (default float32; bfloat16 is opt-in and fingerprinted: "
+                          "float32 artifacts are refused under it).")(f)
+    return click.option("--slots", type=click.IntRange(1, 256), default=None,
+                        help="Decode slots: attempts decoded together, sharing each weight read "
+                             "(default: RunConfig's, measured for this machine; a slot's bits do not depend on it).")(f)
+
+
 def _quiet_prefect() -> None:
     """Prefect logs every task run at INFO, Dask every connection; a CLI user wants our progress bar and summary."""
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -94,19 +104,24 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
                    "(its workers need this library, catalog and PREFECT_API_URL). Default: a temporary local cluster.")
 @click.option("--dask-workers", type=click.IntRange(min=1), default=None,
               help="With --task-runner dask: worker processes of the temporary local cluster (default: RunConfig's, 2).")
+@_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int | None, attempts: int, seed: int,
         limit: int | None, no_graft: bool, no_deposit: bool, run_id: str | None, task_runner: str | None,
-        dask_address: str | None, dask_workers: int | None, as_json: bool) -> None:
+        dask_address: str | None, dask_workers: int | None, slots: int | None, dtype: str | None,
+        as_json: bool) -> None:
     """One flywheel pass: route, attempt under budget, verify, deposit, record.
 
-    With --task-runner dask, problems run side by side on Dask worker processes; --run-budget
-    is then granted up front in problem order (never overspent, unused tokens not passed on).
+    Attempts are decoded together on --slots decode slots; the K attempts of a problem
+    (--attempts K) share one graft restore and one prefill. With --task-runner dask, each worker
+    process runs a shard of the problems this way; --run-budget is then granted up front in
+    problem order (never overspent, unused tokens not passed on).
 
     \b
     Examples:
       flywheel run --problems 'gen:linear?n=5&seed=1' --budget 64 --json
+      flywheel run --problems 'gen:ages?n=40&seed=1&split=train' --attempts 4 --slots 16
       flywheel run --problems 'gen:arith?n=20&seed=3' --task-runner dask --dask-workers 2
     """
     if (dask_address is not None or dask_workers is not None) and task_runner != "dask":
@@ -114,7 +129,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
                          hint="add --task-runner dask, or drop the --dask-* options")
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
                   limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
-                  dask_address=dask_address, dask_workers=dask_workers)
+                  dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype)
     from flows.run import flywheel_run
 
     with _progress(True):
@@ -153,17 +168,19 @@ def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, atte
 @click.option("--attempts", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N held-out problems.")
+@_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: int | None, attempts: int, seed: int,
-             limit: int | None, as_json: bool) -> None:
+             limit: int | None, slots: int | None, dtype: str | None, as_json: bool) -> None:
     """Held-out transfer: accuracy with vs without near grafts, same problems and seeds, 95% Wilson interval.
 
     \b
     Example:
       flywheel eval --problems 'gen:linear?n=10&seed=1' --heldout 'gen:linear?n=10&seed=2' --budget 96
     """
-    cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit)
+    cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit, slots=slots,
+                  dtype=dtype)
     from flows.evaluate import heldout_eval
 
     with _progress(True):

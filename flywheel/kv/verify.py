@@ -1,5 +1,9 @@
 """`flywheel verify-graft`: measure that a graft reproduces fresh computation byte for byte.
 
+Two schedules are checked: the single-sequence one (`run`: the continuation fed in one forward
+pass on top of the cache) and the batched decode schedule (`run_slots`: the continuation fed one
+token per step through `flywheel.decode`'s slots, beside other samples as neighbours).
+
 Per sample: prefill a prefix in the engine's schedule, seal it into an artifact file on disk,
 continue the live cache with the continuation tokens (fresh), then read the file back, check
 it, graft it into a brand-new cache and continue again (graft). Both logits are hashed. Two
@@ -50,6 +54,9 @@ class Report:
     offset_argmax_agreement: float | None = None
     one_pass_max_abs_diff: float | None = None
     one_pass_sha_equal: bool | None = None
+    slots: int | None = None                   # the batched schedule, when checked there
+    schedule: dict[str, object] | None = None
+    slot_count_invariant: bool | None = None   # sample 1 alone (1 slot) == beside B-1 neighbours
 
     @property
     def ok(self) -> bool:
@@ -137,4 +144,75 @@ def run(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], offset: i
     if offset:
         report.offset_kl_max = max(offset_kls)
         report.offset_argmax_agreement = sum(offset_agree) / len(offset_agree)
+    return report
+
+
+def run_slots(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], slots: int,
+              workdir: Path | None = None, progress: Callable[[Sample], None] | None = None) -> Report:
+    """Graft vs fresh inside the batched decode schedule of `slots` slots.
+
+    Samples decode in groups of `slots`, each group's samples being each other's neighbours.
+    Fresh: prefill each prefix, feed the continuation token by token in slot i. Graft: seal the
+    prefix into an artifact file, read it back, graft it and feed the same tokens in another
+    slot (the group reversed), so neighbours and slot index differ too. Also checks true batch
+    invariance: sample 1 decoded alone (one slot) against its logits beside its neighbours.
+    """
+    from flywheel.decode import BatchDecoder, DecodeRequest
+
+    stride = 97
+    ids = corpus_ids(engine, max(prefix_tokens) + CONTINUATION_TOKENS + stride * samples)
+    decoder = BatchDecoder(engine, slots)
+    report = Report(model=engine.fingerprint.model, fingerprint=engine.fingerprint.digest, samples=samples,
+                    sha_equal=0, kl_max=0.0, argmax_agreement=0.0, prefix_tokens=list(prefix_tokens),
+                    slots=slots, schedule=decoder.schedule.to_dict())
+    agreements: list[float] = []
+
+    def texts(i: int) -> tuple[list[int], list[int]]:
+        n = prefix_tokens[i % len(prefix_tokens)]
+        prefix, cont = ids[i * stride:i * stride + n], ids[i * stride + n:i * stride + n + CONTINUATION_TOKENS]
+        if engine.tokenizer.bos_token_id is not None:
+            prefix = [engine.tokenizer.bos_token_id] + prefix[1:]
+        return prefix, cont
+
+    def request(cache: object, logits: torch.Tensor, cont: list[int], tag: int) -> DecodeRequest:
+        # feed every continuation token; the logits kept after each are compared (the first kept
+        # are the prefill's, not part of the comparison)
+        return DecodeRequest(cache, logits, len(cont) + 1, tag=tag, keep_logits=True,  # type: ignore[arg-type]
+                             forced=[*cont, cont[-1]])
+
+    def continuation_logits(reqs: list[DecodeRequest], dec: BatchDecoder = decoder) -> dict[int, torch.Tensor]:
+        return {o.tag: torch.stack(o.step_logits[1:]) for o in dec.run(reqs)}   # (C, V) per sample
+
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        for first in range(0, samples, slots):
+            group = list(range(first, min(first + slots, samples)))
+            fresh_reqs, graft_reqs, paths = [], [], {}
+            for i in group:
+                prefix, cont = texts(i)
+                cache, last = engine.prefill(prefix)
+                artifact = capture(engine, cache, prefix, last)
+                paths[i] = artifact.write(Path(tmp) / f"{artifact.sha256}.kv")
+                fresh_reqs.append(request(cache, last[-1], cont, i))
+            fresh = continuation_logits(fresh_reqs)
+            for i in reversed(group):
+                restored = read_artifact(paths[i])
+                graft_reqs.append(request(graft(engine, restored).cache, fresh_reqs[i - first].logits, texts(i)[1], i))
+            grafted = continuation_logits(graft_reqs)
+            if first == 0:
+                alone = continuation_logits([request(graft(engine, read_artifact(paths[0])).cache,
+                                                     fresh_reqs[0].logits, texts(0)[1], 0)], BatchDecoder(engine, 1))
+                report.slot_count_invariant = logits_sha256(alone[0]) == logits_sha256(fresh[0])
+            for i in group:
+                kl, agree = kl_and_agreement(fresh[i], grafted[i])
+                sample = Sample(i, len(texts(i)[0]), logits_sha256(fresh[i]), logits_sha256(grafted[i]),
+                                logits_sha256(fresh[i]) == logits_sha256(grafted[i]), kl, agree,
+                                paths[i].stem, paths[i].stat().st_size)
+                report.per_sample.append(sample)
+                report.sha_equal += sample.sha_equal
+                report.kl_max = max(report.kl_max, kl)
+                agreements.append(agree)
+                paths[i].unlink()
+                if progress:
+                    progress(sample)
+    report.argmax_agreement = sum(agreements) / len(agreements) if agreements else 0.0
     return report

@@ -21,7 +21,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 from flows import runtime  # noqa: E402
-from flywheel.engine import Engine, StopRule  # noqa: E402
+from flywheel.engine import Engine  # noqa: E402
 
 
 @pytest.fixture
@@ -37,14 +37,9 @@ class ScriptedEngine(Engine):
 
     script = "9\nFinal answer: 9\n"
 
-    def decode_n_tokens(self, cache, logits, max_new, *, stop=None, generator=None, temperature=0.0):  # type: ignore[no-untyped-def,override]
-        stop = stop or StopRule()
-        produced: list[int] = []
-        for token in self.encode(self.script, bos=False)[:max_new]:
-            produced.append(token)
-            yield token
-            if stop.should_stop(self, produced):
-                return
+    def pick_next(self, logits, temperature, generator, produced):  # type: ignore[no-untyped-def,override]
+        script = self.encode(self.script, bos=False)
+        return script[len(produced)] if len(produced) < len(script) else next(iter(self.eos_ids))
 
 
 @pytest.fixture(scope="session")

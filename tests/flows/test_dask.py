@@ -61,18 +61,19 @@ def test_dask_pass_on_two_worker_processes_equals_the_sequential_pass_and_resume
         assert curate(model, seq_root) == curate(model, par_root)   # byte-identical deposits
         sequential = flywheel_run(RunConfig(library=str(seq_root), **kw))
 
-        # Interrupt a sequential pass after two problems, then finish it on the Dask cluster.
+        # Interrupt a pass on 2 decode slots (a slot's bits do not depend on the slot count) after two
+        # problems, then finish it on the Dask cluster.
         def stop_after_two(done: int, total: int, problem_id: str) -> None:
             if done == 2:
                 raise Interrupted(problem_id)
 
         runtime.progress_hook = stop_after_two
         with pytest.raises(Interrupted):
-            flywheel_run(RunConfig(library=str(par_root), run_id="run-dask", **kw))
+            flywheel_run(RunConfig(library=str(par_root), run_id="run-dask", slots=2, **kw))
         runtime.progress_hook = None
         lib = open_lib(par_root)
-        assert {a.problem_id for a in lib.catalog.attempts_for_run("run-dask")} == {
-            p.id for p in load_problem_set(PROBLEMS).problems[:2]}
+        recorded = {a.problem_id for a in lib.catalog.attempts_for_run("run-dask")}
+        assert 2 <= len(recorded) < len(load_problem_set(PROBLEMS).problems)
 
         par = flywheel_run(RunConfig(library=str(par_root), run_id="run-dask", task_runner="dask",
                                      dask_workers=2, **kw))

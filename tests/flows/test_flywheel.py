@@ -102,7 +102,7 @@ def test_rerun_with_the_same_run_id_does_no_new_attempts(tiny: str, lib_dir: Pat
     def no_model(*a: object, **k: object) -> None:
         raise AssertionError("a resumed run attempted a problem again")
 
-    monkeypatch.setattr("flows.tasks.run_attempt", no_model)
+    monkeypatch.setattr("flywheel.attempt.prepare_attempt", no_model)
     again = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=5, attempts=2, seed=3, run_id=first["run_id"]))
     assert len(open_lib(lib_dir).catalog.attempts_for_run(first["run_id"])) == 4
     assert again["results"] == first["results"]
@@ -121,7 +121,7 @@ def test_budget_exhaustion_is_a_recorded_outcome(tiny: str, lib_dir: Path, set_f
     assert [r["decode_tokens"] for r in rows] == [4, 2, 0]   # the run budget runs dry on the third
     assert all(r["budget_exhausted"] and not r["verified"] for r in rows)
     assert rows[2]["prefill_tokens"] == 0                    # no model work once the budget is spent
-    recorded = open_lib(lib_dir).catalog.attempts_for_run(out["run_id"])
+    recorded = sorted(open_lib(lib_dir).catalog.attempts_for_run(out["run_id"]), key=lambda a: a.problem_id)
     assert [(a.budget, a.budget_exhausted) for a in recorded] == [(4, True), (2, True), (0, True)]
 
 

@@ -9,7 +9,7 @@ from flywheel.engine import Engine
 from flywheel.kv import capture, graft, logits_sha256, parse_artifact
 from flywheel.kv.graft import naive_restore
 from flywheel.testing import TINY_SLIDING_WINDOW
-from flywheel.verify_graft import corpus_ids
+from flywheel.kv.verify import corpus_ids
 
 CONT = 6
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from flywheel import verify_graft
+from flywheel.kv import verify as verify_graft
 from flywheel.cli import main
 from flywheel.engine import Engine
 from flywheel.errors import FingerprintMismatchError

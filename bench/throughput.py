@@ -1,0 +1,157 @@
+"""Decode throughput: one attempt at a time (the old path) against the batched slot decoder, one run.
+
+The same problems (half CHAMP, half generated word problems) are attempted at one decode budget:
+
+1. `one-at-a-time`: prefill, then `Engine.decode_n_tokens` (one sequence, one token per model
+   call, PyTorch's default MKL path) for each problem in turn: the engine before batching;
+2. `batched B=...`: `flywheel.decode.BatchDecoder` with B slots (continuous batching, oneDNN
+   linears, per-slot attention), problems prefilled as they take a slot;
+3. the same with `--dtype bfloat16` engines where asked (`--bf16`).
+
+Printed per configuration: decode tokens/s, wall per pass (prefill included), RSS after the pass
+and the process's peak, and the share of this machine's limits measured in the same run: weight
+bytes read per second against measured memory bandwidth (what bounds small B), and FLOP/s
+against measured oneDNN matmul FLOP/s (what bounds large B). Greedy decoding; every attempt
+stops at its stop rule, EOS or the budget, so token counts can differ slightly between paths
+(their bits differ: see BENCHMARKS.md) — tokens/s is the figure compared.
+
+    python bench/throughput.py                                  # 32 problems, budget 48, B = 4 8 16 32
+    python bench/throughput.py --problems 32 --budget 64 --slots 4 8 16 32 --bf16 --json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.append(str(Path(__file__).resolve().parent))  # procmem, after the packages
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+from procmem import release_free_memory, status_kb  # noqa: E402
+
+from flywheel.decode import BatchDecoder, DecodeRequest  # noqa: E402
+from flywheel.engine import Engine, EngineSettings  # noqa: E402
+from flywheel.prompts import plain_prompt  # noqa: E402
+
+
+def problems(n: int) -> list[str]:
+    from flywheel.problemsets import load_champ, load_problem_set
+
+    champ = [p.text for p in load_champ()[: n - n // 2]]
+    generated = [p.text for p in load_problem_set(f"gen:all?n={max(1, n // 20 + 1)}&seed=7").problems[: n // 2]]
+    return champ + generated
+
+
+def machine_limits(dtype: torch.dtype) -> dict[str, float]:
+    """Memory bandwidth (large copy) and oneDNN matmul FLOP/s, measured now on this machine."""
+    src = torch.ones(256 * 2**20 // 4)   # 256 MiB
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    t = time.perf_counter()
+    for _ in range(5):
+        dst.copy_(src)
+    bandwidth = 2 * src.numel() * 4 * 5 / (time.perf_counter() - t)     # read + write bytes/s
+    w = torch.randn(4096, 2048).to(dtype).to_mkldnn()
+    x = torch.randn(256, 2048).to(dtype)
+    torch._C._nn.mkldnn_linear(x.to_mkldnn(), w, None)
+    t = time.perf_counter()
+    for _ in range(5):
+        torch._C._nn.mkldnn_linear(x.to_mkldnn(), w, None)
+    flops = 2 * 256 * 2048 * 4096 * 5 / (time.perf_counter() - t)
+    return {"memory_bytes_per_s": bandwidth, "matmul_flop_per_s": flops}
+
+
+def one_at_a_time(engine: Engine, texts: list[str], budget: int) -> dict[str, Any]:
+    from flywheel.attempt import SolveStop
+
+    tokens, decode_s = 0, 0.0
+    start = time.perf_counter()
+    for text in texts:
+        cache, logits = engine.prefill(engine.encode(plain_prompt(text)))
+        t = time.perf_counter()
+        tokens += sum(1 for _ in engine.decode_n_tokens(cache, logits[-1], budget, stop=SolveStop()))
+        decode_s += time.perf_counter() - t
+    return {"tokens": tokens, "decode_s": decode_s, "wall_s": time.perf_counter() - start, "steps": tokens}
+
+
+def batched(engine: Engine, texts: list[str], budget: int, slots: int) -> dict[str, Any]:
+    from flywheel.attempt import SolveStop
+
+    def requests() -> Any:
+        for text in texts:
+            cache, logits = engine.prefill(engine.encode(plain_prompt(text)))
+            yield DecodeRequest(cache, logits[-1], budget, stop=SolveStop())
+
+    decoder = BatchDecoder(engine, slots)
+    start = time.perf_counter()
+    outs = list(decoder.run(requests()))
+    wall = time.perf_counter() - start
+    return {"tokens": sum(len(o.tokens) for o in outs), "decode_s": decoder.model_seconds, "wall_s": wall,
+            "steps": decoder.steps}
+
+
+def weight_bytes(engine: Engine) -> int:
+    return sum(p.numel() * p.element_size() for p in engine.model.parameters())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="gemma3-270m")
+    ap.add_argument("--problems", type=int, default=32)
+    ap.add_argument("--budget", type=int, default=48)
+    ap.add_argument("--slots", type=int, nargs="+", default=[4, 8, 16, 32])
+    ap.add_argument("--bf16", action="store_true", help="also measure bfloat16 engines (opt-in dtype)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    texts = problems(args.problems)
+    rows: list[dict[str, Any]] = []
+    dtypes = ["float32", "bfloat16"] if args.bf16 else ["float32"]
+    limits: dict[str, dict[str, float]] = {}
+    for dtype in dtypes:
+        engine = Engine.load(args.model, EngineSettings(dtype=dtype), progress=False)  # type: ignore[arg-type]
+        limits[dtype] = machine_limits(engine.model.dtype)
+        wbytes, params = weight_bytes(engine), sum(p.numel() for p in engine.model.parameters())
+        configs: list[tuple[str, int | None]] = [("one-at-a-time", None)] if dtype == "float32" else []
+        configs += [(f"batched B={b}", b) for b in args.slots]
+        for name, slots in configs:
+            release_free_memory()
+            out = one_at_a_time(engine, texts, args.budget) if slots is None else batched(engine, texts, args.budget,
+                                                                                          slots)
+            tps = out["tokens"] / out["decode_s"]
+            row = {"config": name, "dtype": dtype, "slots": slots, **out, "tokens_per_s": tps,
+                   "rss_mib": status_kb("VmRSS") / 1024, "peak_rss_mib": status_kb("VmHWM") / 1024,
+                   # every step reads every weight once; every token costs ~2 FLOP per parameter
+                   "bandwidth_share": wbytes * out["steps"] / out["decode_s"] / limits[dtype]["memory_bytes_per_s"],
+                   "flops_share": 2 * params * out["tokens"] / out["decode_s"] / limits[dtype]["matmul_flop_per_s"]}
+            rows.append(row)
+            if not args.json:
+                print(f"{name:>16} {dtype:>8}: {out['tokens']:>5} tok in {out['decode_s']:6.1f} s decode "
+                      f"({tps:6.1f} tok/s), pass {out['wall_s']:6.1f} s, RSS {row['rss_mib']:.0f} MiB "
+                      f"(peak {row['peak_rss_mib']:.0f}), {row['bandwidth_share']:.0%} of memory bandwidth, "
+                      f"{row['flops_share']:.0%} of matmul FLOP/s", flush=True)
+        del engine
+    base = next(r["tokens_per_s"] for r in rows if r["slots"] is None)
+    fp32 = {str(r["slots"]): r["tokens_per_s"] for r in rows if r["slots"] and r["dtype"] == "float32"}
+    best = max(fp32, key=lambda b: fp32[b])
+    summary = {"model": args.model, "problems": len(texts), "budget": args.budget, "machine": limits,
+               "baseline_tokens_per_s": base, "tokens_per_s": fp32,
+               "tokens_per_s_bf16": {str(r["slots"]): r["tokens_per_s"] for r in rows if r["dtype"] == "bfloat16"},
+               "best_slots": int(best), "speedup_best": fp32[best] / base, "rows": rows}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"best fp32: B={best}, {fp32[best]:.1f} tok/s = {fp32[best] / base:.1f}x the one-at-a-time path "
+              f"({base:.1f} tok/s); machine: {limits['float32']['memory_bytes_per_s'] / 1e9:.1f} GB/s copy, "
+              f"{limits['float32']['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s oneDNN fp32")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
