@@ -197,7 +197,7 @@ def _read_manifest(tar: tarfile.TarFile, info: tarfile.TarInfo, n_artifacts: int
     fh = tar.extractfile(info)
     assert fh is not None
     try:
-        manifest = json.loads(fh.read(limit + 1).decode("utf-8"))
+        manifest = json.loads(fh.read(info.size).decode("utf-8"))  # info.size <= limit, checked above
     except UnicodeDecodeError as err:
         raise _refuse(f"{MANIFEST} is not UTF-8 text ({err.reason} at byte {err.start})") from None
     except (json.JSONDecodeError, RecursionError) as err:
