@@ -431,7 +431,8 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
     try:
         tar = tarfile.open(path, "r:*")
     except (tarfile.TarError, OSError, EOFError) as err:
-        raise _refuse(f"{path} is not a readable bundle (tar): {err}") from None
+        why = "not a tar file (plain, gzip, bzip2 or xz)" if isinstance(err, tarfile.ReadError) else str(err)
+        raise _refuse(f"{printable(path)} is not a readable bundle: {why}") from None
     report = ImportReport()
     # Staged inside the library (same filesystem, its free space); removed whatever happens.
     staging = Path(tempfile.mkdtemp(prefix=".import-", dir=lib.root))

@@ -87,7 +87,7 @@ def verify_answer(problem: Problem, answer: str) -> tuple[str, str]:
     return verdict.status, verdict.reason
 
 
-def _open_catalog_read_only(url: str) -> Catalog:
+def open_catalog_read_only(url: str) -> Catalog:
     """The catalog at `url`, opened so that nothing is written (SQLite: `mode=ro`, else `immutable`)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import DBAPIError
@@ -163,7 +163,7 @@ class Library:
                 raise LibraryError(f"no library at {root}", hint="point --library (FLYWHEEL_LIBRARY) at a library folder")
             store = (open_store(store_url or root, name_of=artifact_name)
                      if store_url or (root / "artifacts").is_dir() else _EmptyStore())
-            return cls(root, store, _open_catalog_read_only(url), router_config)
+            return cls(root, store, open_catalog_read_only(url), router_config)
         root.mkdir(parents=True, exist_ok=True)
         store = open_store(store_url or root, name_of=artifact_name)
         catalog = open_catalog(url)

@@ -23,6 +23,7 @@ import click
 
 from flywheel import config
 from flywheel.errors import FlywheelError
+from flywheel.terminal import printable
 
 #: OS errors that are the environment's doing (permissions, a full or read-only disk), not a bug.
 _ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
@@ -44,9 +45,15 @@ class Settings:
 def scrub(text: str, secrets: Iterable[str]) -> str:
     """`text` with every secret replaced by `***`, and any URL password form redacted."""
     for secret in sorted(set(secrets), key=len, reverse=True):
-        if len(secret) >= 1:
+        if len(secret) >= 3:  # shorter ones would blank ordinary words; URL forms are redacted anyway
             text = text.replace(secret, "***")
     return text
+
+
+def error_text(err: FlywheelError, secrets: Iterable[str] = ()) -> str:
+    """`Error: <message>` and its hint, one line each: secrets hidden, control characters escaped."""
+    text = f"Error: {printable(scrub(err.message, secrets))}"
+    return text if not err.hint else f"{text}\n  hint: {printable(scrub(err.hint, secrets))}"
 
 
 def _secrets_of(ctx: click.Context) -> list[str]:
@@ -71,7 +78,7 @@ class FlywheelGroup(click.Group):
         try:
             return super().invoke(ctx)
         except FlywheelError as err:
-            click.echo(f"Error: {scrub(str(err), _secrets_of(ctx))}", err=True)
+            click.echo(error_text(err, _secrets_of(ctx)), err=True)
             sys.exit(err.exit_code)
         except OSError as err:
             if err.errno not in _ENVIRONMENT_ERRNOS:

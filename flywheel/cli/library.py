@@ -14,13 +14,18 @@ from flywheel.terminal import printable
 
 
 def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped-def]
-    """The library of the global options; `write=False` opens it read-only (ls, show, verify)."""
+    """The library of the global options; `write=False` falls back to read-only (ls, show, verify, export)."""
     from flywheel.config import validate_library_path
     from flywheel.library import Library
 
     s = settings_of(ctx)
-    validate_library_path(s.library, write=write)
-    return Library.open(s.library, s.db_url, read_only=not write)
+    if not write:  # inspecting: open normally where possible, else read-only (a read-only disk or folder)
+        try:
+            validate_library_path(s.library, write=True)
+        except InputError:
+            return Library.open(s.library, s.db_url, read_only=True)
+    validate_library_path(s.library, write=True)
+    return Library.open(s.library, s.db_url)
 
 
 def _engine(ctx: click.Context):  # type: ignore[no-untyped-def]

@@ -43,13 +43,13 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | N
       flywheel report --run r-20260101 --format json > report.json
       flywheel report --format csv --plot savings.png
     """
-    from flywheel.catalog import open_catalog
+    from flywheel.library import open_catalog_read_only
     from flywheel.report import build_report, plot, render
     from flywheel.report.output import to_table
 
     settings = settings_of(ctx)
     _require_catalog(settings.db_url)
-    catalog = open_catalog(settings.db_url)
+    catalog = open_catalog_read_only(settings.db_url)  # a report writes nothing: read-only libraries too
     try:
         result = build_report(catalog, run_id, context_window=context_window)
     finally:
