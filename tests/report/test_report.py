@@ -165,6 +165,21 @@ def test_plot_writes_a_png(real_catalog: RealCatalog, tmp_path: Path) -> None:
     assert (width, height) == (1000, 400)
 
 
+def test_plot_labels_accuracy_bars_and_never_draws_a_missing_baseline_as_zero(real_catalog: RealCatalog) -> None:
+    from flywheel.report.plots import figure
+
+    report = build_report(real_catalog.catalog)
+    ax_saved, ax_acc = figure(report).axes
+    bar_labels = [t.get_text() for t in ax_acc.texts]
+    assert bar_labels == [f"{s}/{p}" for s, p in zip(report.runs["solved"], report.runs["problems"], strict=True)]
+    no_baseline = report.runs["tokens_saved"].isna().tolist()
+    assert any(no_baseline)  # the --no-graft pass has nothing to save against
+    assert [t.get_text() for t in ax_saved.texts] == ["no baseline"] * sum(no_baseline)
+    (points,) = ax_saved.lines
+    assert points.get_linestyle() == "None" and len(points.get_xdata()) == len(no_baseline) - sum(no_baseline)
+    assert all(float(y).is_integer() for y in ax_saved.get_yticks())
+
+
 @pytest.mark.real_model
 def test_real_default_model_report(real_engine: Engine, tmp_path: Path) -> None:
     # One problem measured without a graft, then grafted: the claim-2 shape on the real model.
