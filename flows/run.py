@@ -52,6 +52,7 @@ from flows.tasks import (
 from flywheel import config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
 from flywheel.catalog import AttemptRecord, GraftRecord
+from flywheel.catalog.records import bounded_text
 from flywheel.decode import DEFAULT_SLOTS, KERNEL_PATH
 from flywheel.errors import InputError
 
@@ -209,7 +210,8 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
                 budget_exhausted=result.budget_exhausted, answer=result.answer, verified=verdict.ok,
                 verdict_status=verdict.status, wall_seconds=result.wall_seconds,
                 energy_joules=result.energy_joules, energy_source=result.energy_source,
-                logits_sha256=result.logits_sha256, seed=result.seed), grafts)
+                logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),
+                stop_reason=result.stop_reason), grafts)
             open_forks[problem.id] -= 1
             if open_forks[problem.id] == 0 and on_problem:
                 on_problem(problem.id, rate[0])
@@ -231,8 +233,9 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     env = Env(model=cfg.model, library=cfg.library, dtype=cfg.dtype,
               db_url=config.database_url(config.library_root(cfg.library), cfg.db_url))
     pset = load_problems(cfg.problems, cfg.limit)
+    schedule = {"slots": cfg.slots, "kernel": KERNEL_PATH, "dtype": cfg.dtype}
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
-                    attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget)
+                    attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule)
     lib = runtime.library(env.library, env.db_url)
     prior = lib.catalog.attempts_for_run(run_id)
     spent = sum(a.decode_tokens for a in prior)
@@ -250,7 +253,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     summary["skipped_rows"] = pset.skipped
     summary["timing"] = {"wall_seconds": time.perf_counter() - started, "model_seconds": model_seconds,
                          "task_runner": cfg.task_runner, "workers": workers,
-                         "schedule": {"slots": cfg.slots, "kernel": KERNEL_PATH, "dtype": cfg.dtype}}
+                         "schedule": schedule}
     return summary
 
 

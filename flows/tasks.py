@@ -73,21 +73,47 @@ def load_problems(spec: str, limit: int | None = None) -> ProblemSet:
 
 @task(name="open-run", **CATALOG_WRITE)
 def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None, budget: int, attempts: int,
-             no_graft: bool, run_budget: int | None) -> set[tuple[str, int]]:
-    """Catalogue the problems and the run (a resumed run is reopened); returns the keys already done."""
+             no_graft: bool, run_budget: int | None, schedule: dict[str, Any]) -> set[tuple[str, int]]:
+    """Catalogue the problems and the run (a resumed run is reopened); returns the keys already done.
+
+    A run is resumed only under what its recorded attempts mean: the same problem set, model
+    fingerprint, budgets, and decode kernel and dtype (the slot count does not change a slot's bits).
+    """
+    import json
+
     eng, lib = env.engine(), runtime.library(env.library, env.db_url)
     existing = lib.catalog.get_run(run_id)
-    if existing is not None and existing.problem_set_hash != pset.hash:
-        raise InputError(f"run {run_id!r} was over problem set {existing.problem_set!r} "
-                         f"(hash {existing.problem_set_hash[:12]}), not {pset.spec!r} (hash {pset.hash[:12]})",
-                         hint="resume with the same --problems, or start a new run without --run-id")
+    if existing is not None:
+        _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule)
     lib.catalog.upsert_problems(ProblemSpec(text=p.text, id=p.id, reference=p.reference, source=p.source or None)
                                 for p in pset.problems)
     lib.catalog.create_run(run_id=run_id, problem_set=pset.spec, problem_set_hash=pset.hash, budget=budget,
                            attempts=attempts, model_name=eng.fingerprint.model,
                            model_fingerprint=eng.fingerprint.digest, no_graft=no_graft, run_budget=run_budget,
-                           flow_run_id=flow_run_id)
+                           flow_run_id=flow_run_id, decode_schedule=json.dumps(schedule, sort_keys=True))
     return lib.catalog.recorded_attempt_keys(run_id)
+
+
+def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, run_budget: int | None,
+                     attempts: int, schedule: dict[str, Any]) -> None:
+    import json
+
+    hint = "resume with the run's own settings, or start a new run without --run-id"
+    if run.problem_set_hash != pset.hash:
+        raise InputError(f"run {run.id!r} was over problem set {run.problem_set!r} "
+                         f"(hash {run.problem_set_hash[:12]}), not {pset.spec!r} (hash {pset.hash[:12]})",
+                         hint="resume with the same --problems, or start a new run without --run-id")
+    if run.model_fingerprint != fingerprint:
+        raise InputError(f"run {run.id!r} ran on model {run.model_name!r} (fingerprint {run.model_fingerprint[:12]}), "
+                         f"not this engine (fingerprint {fingerprint[:12]})", hint=hint)
+    for name, then, now in (("--budget", run.budget, budget), ("--run-budget", run.run_budget, run_budget),
+                            ("--attempts", run.attempts, attempts)):
+        if then != now:
+            raise InputError(f"run {run.id!r} was started with {name} {then}, not {now}", hint=hint)
+    recorded = json.loads(run.decode_schedule) if run.decode_schedule else None
+    if recorded is not None and {k: recorded.get(k) for k in ("kernel", "dtype")} != \
+            {k: schedule.get(k) for k in ("kernel", "dtype")}:
+        raise InputError(f"run {run.id!r} decoded under {recorded}, not {schedule}", hint=hint)
 
 
 @task(name="route", **LOCAL)

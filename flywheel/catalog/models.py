@@ -113,6 +113,7 @@ class Run(Base):
     model_name: Mapped[str] = mapped_column(String(255))
     model_fingerprint: Mapped[str] = mapped_column(String(SHA_LEN))
     status: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|failed
+    decode_schedule: Mapped[str | None] = mapped_column(String(255))  # canonical JSON: slots, kernel, dtype
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -150,6 +151,8 @@ class Attempt(Base):
     energy_source: Mapped[str | None] = mapped_column(String(16))  # nvml|rapl|estimate
     logits_sha256: Mapped[str | None] = mapped_column(String(SHA_LEN))  # first decode step's logits
     error: Mapped[str | None] = mapped_column(Text)  # error or refusal reason, if any
+    text: Mapped[str | None] = mapped_column(Text)  # decoded continuation, at most ATTEMPT_TEXT_LIMIT chars
+    stop_reason: Mapped[str | None] = mapped_column(String(8))  # stop|eos|budget
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

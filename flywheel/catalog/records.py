@@ -9,6 +9,15 @@ from flywheel.catalog.models import Artifact, Attempt, Problem, Solution
 
 Route = Literal["exact", "near", "none"]
 GraftOutcome = Literal["ok", "refused"]
+#: Characters of an attempt's decoded text kept in the catalog (a 1,024-token budget fits).
+ATTEMPT_TEXT_LIMIT = 8_000
+
+
+def bounded_text(text: str, limit: int = ATTEMPT_TEXT_LIMIT) -> str:
+    """`text`, cut to `limit` characters with a marker saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters not stored]"
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,8 @@ class AttemptRecord:
     logits_sha256: str | None = None
     error: str | None = None
     seed: int | None = None
+    text: str | None = None          # the decoded continuation (bounded: see `bounded_text`)
+    stop_reason: str | None = None   # stop | eos | budget
 
 
 @dataclass(frozen=True)

@@ -162,3 +162,23 @@ def test_every_attempt_records_its_energy_with_the_source(tiny: str, lib_dir: Pa
     for a in attempts:
         assert a.energy_source in SOURCES              # nvml | rapl | estimate: never unlabelled
         assert a.energy_joules is not None and a.energy_joules > 0.0
+
+
+def test_resuming_with_another_budget_or_attempt_count_is_refused(tiny: str, lib_dir: Path, set_file: Path) -> None:
+    first = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1))
+    with pytest.raises(InputError, match="--budget 2, not 3"):
+        flywheel_run(_cfg(tiny, lib_dir, set_file, budget=3, limit=1, run_id=first["run_id"]))
+    with pytest.raises(InputError, match="--attempts 1, not 2"):
+        flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, attempts=2, limit=1, run_id=first["run_id"]))
+    # another slot count is the same schedule for a slot's bits: the resume is accepted
+    flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1, slots=3, run_id=first["run_id"]))
+
+
+def test_every_attempt_keeps_its_decoded_text_and_why_it_stopped(scripted: str, lib_dir: Path,
+                                                                 set_file: Path) -> None:
+    out = flywheel_run(_cfg(scripted, lib_dir, set_file, budget=3, attempts=2, seed=1))
+    rows = open_lib(lib_dir).catalog.attempts_for_run(out["run_id"])
+    assert len(rows) == 4 and {r.stop_reason for r in rows} == {"budget"}
+    assert all(r.text == "9\nF" and r.decode_tokens == 3 for r in rows)  # the script, cut by the budget
+    run = open_lib(lib_dir).catalog.get_run(out["run_id"])
+    assert run is not None and json.loads(run.decode_schedule or "{}")["slots"] == RunConfig.model_fields["slots"].default
