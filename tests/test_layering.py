@@ -1,0 +1,82 @@
+"""The layers, read from the source with `ast` (nothing is imported): `verifiers` stands alone, and
+only the CLI reaches up into `flows`."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imported_modules(root: Path, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module name) of every import in `path`, at any depth (lazy imports too)."""
+    package = ".".join(path.relative_to(root).parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            yield node.lineno, module
+            for alias in node.names:     # `from flywheel import x` may name a module
+                yield node.lineno, f"{module}.{alias.name}"
+
+
+def violations(package: str, forbidden: tuple[str, ...], allowed_under: tuple[str, ...] = (),
+               root: Path = ROOT) -> list[str]:
+    """`path:line imports module` for each import of a `forbidden` package under `root/package`."""
+    found: dict[str, str] = {}
+    for path in sorted((root / package).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if any(rel.startswith(prefix) for prefix in allowed_under):
+            continue
+        for line, module in imported_modules(root, path):
+            if any(module == f or module.startswith(f + ".") for f in forbidden):
+                found.setdefault(f"{rel}:{line}", module)   # one report per import statement
+    return [f"{where} imports {module}" for where, module in found.items()]
+
+
+def test_the_source_trees_are_where_the_check_looks() -> None:
+    for package in ("verifiers", "flywheel", "flows", "flywheel/cli"):
+        assert (ROOT / package / "__init__.py").is_file()
+
+
+def test_verifiers_import_nothing_of_flywheel_or_flows() -> None:
+    assert violations("verifiers", ("flywheel", "flows")) == []
+
+
+def test_only_the_cli_imports_flows() -> None:
+    assert violations("flywheel", ("flows",), allowed_under=("flywheel/cli/",)) == []
+
+
+@pytest.mark.parametrize(("where", "source"), [
+    ("flywheel/kv/probe.py", "import flows.run\n"),
+    ("flywheel/kv/probe.py", "def f():\n    from flows import runtime\n"),   # a lazy import
+    ("flywheel/__init__.py", "from flows.tasks import verify as v\n"),
+    ("flywheel/kv/probe.py", "import os, flows\n"),
+])
+def test_the_check_sees_every_kind_of_import(tmp_path: Path, where: str, source: str) -> None:
+    probe = tmp_path / where
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.write_text(source)
+    (tmp_path / "flywheel" / "cli").mkdir(exist_ok=True)
+    (tmp_path / "flywheel" / "kv").mkdir(exist_ok=True)
+    (tmp_path / "flywheel" / "cli" / "run.py").write_text("from flows import runtime\n")   # allowed
+    (tmp_path / "flywheel" / "kv" / "fine.py").write_text("from ..catalog import api\nfrom . import graft\n")
+    found = violations("flywheel", ("flows",), allowed_under=("flywheel/cli/",), root=tmp_path)
+    assert len(found) == 1 and found[0].startswith(f"{where}:")
+
+
+def test_relative_imports_resolve_against_their_package(tmp_path: Path) -> None:
+    (tmp_path / "verifiers" / "sub").mkdir(parents=True)
+    (tmp_path / "verifiers" / "sub" / "m.py").write_text("from .. import core\nfrom ...flywheel import engine\n")
+    modules = {m for _, m in imported_modules(tmp_path, tmp_path / "verifiers" / "sub" / "m.py")}
+    assert {"verifiers", "verifiers.core", "flywheel", "flywheel.engine"} <= modules
