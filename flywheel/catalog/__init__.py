@@ -10,8 +10,8 @@ Example:
 from __future__ import annotations
 
 from flywheel.catalog.api import Catalog
-from flywheel.catalog.db import head_revision, make_engine, migrate
-from flywheel.catalog.models import Artifact, Attempt, Base, Graft, Problem, Run, Solution
+from flywheel.catalog.db import head_revision, make_db, migrate
+from flywheel.catalog.models import ArtifactRow, AttemptRow, Base, GraftRow, ProblemRow, RunRow, SolutionRow
 from flywheel.catalog.normalize import content_hash, normalize_text, text_hash
 from flywheel.catalog.records import (
     ArtifactSpec,
@@ -33,14 +33,14 @@ def open_catalog(url: str) -> Catalog:
     Returns:
         the Catalog; `close()` it when done.
     """
-    engine = make_engine(url)
-    migrate(engine)
-    return Catalog(engine)
+    db = make_db(url)
+    migrate(db)
+    return Catalog(db)
 
 
 __all__ = [
-    "Artifact", "ArtifactSpec", "Attempt", "AttemptRecord", "Base", "Catalog", "Deposit", "Graft",
-    "GraftRecord", "Problem", "ProblemSpec", "RecordedAttempt", "RouterEntry", "Run", "Solution",
-    "SolutionSpec", "content_hash", "head_revision", "make_engine", "migrate", "normalize_text",
-    "open_catalog", "text_hash",
+    "ArtifactRow", "ArtifactSpec", "AttemptRecord", "AttemptRow", "Base", "Catalog", "Deposit",
+    "GraftRecord", "GraftRow", "ProblemRow", "ProblemSpec", "RecordedAttempt", "RouterEntry", "RunRow",
+    "SolutionRow", "SolutionSpec", "content_hash", "head_revision", "make_db", "migrate",
+    "normalize_text", "open_catalog", "text_hash",
 ]

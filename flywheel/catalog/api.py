@@ -22,7 +22,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from flywheel.catalog.models import Artifact, Attempt, Base, Graft, Problem, Run, Solution, utcnow
+from flywheel.catalog.models import (
+    ArtifactRow,
+    AttemptRow,
+    Base,
+    GraftRow,
+    ProblemRow,
+    RunRow,
+    SolutionRow,
+    utcnow,
+)
 from flywheel.catalog.normalize import content_hash, text_hash
 from flywheel.catalog.records import (
     ArtifactSpec,
@@ -68,19 +77,19 @@ class Catalog:
         >>> p = cat.upsert_problem(ProblemSpec(text="What is 2+2?", reference="4", source="demo"))
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._sessions = sessionmaker(engine, expire_on_commit=False)
+    def __init__(self, db: Engine) -> None:
+        self.db = db    # the SQLAlchemy engine ("engine" in this codebase is the model)
+        self._sessions = sessionmaker(db, expire_on_commit=False)
 
     @property
     def url(self) -> str:
         """The catalog URL with every password form (`user:pw@`, `?password=`) hidden."""
         from flywheel.config import redact_url
 
-        return redact_url(self.engine.url.render_as_string(hide_password=True))
+        return redact_url(self.db.url.render_as_string(hide_password=True))
 
     def close(self) -> None:
-        self.engine.dispose()
+        self.db.dispose()
 
     def session(self) -> Session:
         """A new ORM session (use as `with cat.session() as s, s.begin(): ...`)."""
@@ -104,12 +113,12 @@ class Catalog:
     def problem_id_for(spec: ProblemSpec) -> str:
         return spec.id or f"p-{text_hash(spec.text)[:16]}"
 
-    def _upsert_problem(self, s: Session, spec: ProblemSpec) -> Problem:
+    def _upsert_problem(self, s: Session, spec: ProblemSpec) -> ProblemRow:
         pid = self.problem_id_for(spec)
         digest = text_hash(spec.text)
-        insert_ignore(s, Problem, {"id": pid, "text": spec.text, "text_hash": digest,
+        insert_ignore(s, ProblemRow, {"id": pid, "text": spec.text, "text_hash": digest,
                                    "reference": spec.reference, "source": spec.source})
-        row = s.get(Problem, pid, populate_existing=True)
+        row = s.get(ProblemRow, pid, populate_existing=True)
         assert row is not None
         if row.text_hash != digest:
             raise CatalogConflictError(
@@ -122,7 +131,7 @@ class Catalog:
             row.source = spec.source
         return row
 
-    def upsert_problem(self, spec: ProblemSpec) -> Problem:
+    def upsert_problem(self, spec: ProblemSpec) -> ProblemRow:
         """Insert the problem, or return the stored one with the same id (filling a missing reference).
 
         Raises:
@@ -130,31 +139,31 @@ class Catalog:
         """
         return self._write(lambda s: self._upsert_problem(s, spec))
 
-    def upsert_problems(self, specs: Iterable[ProblemSpec]) -> list[Problem]:
+    def upsert_problems(self, specs: Iterable[ProblemSpec]) -> list[ProblemRow]:
         """`upsert_problem` for a whole problem set in one transaction."""
         items = list(specs)
         return self._write(lambda s: [self._upsert_problem(s, p) for p in items])
 
-    def get_problem(self, problem_id: str) -> Problem | None:
+    def get_problem(self, problem_id: str) -> ProblemRow | None:
         with self._sessions() as s:
-            return s.get(Problem, problem_id)
+            return s.get(ProblemRow, problem_id)
 
-    def problems_by_text(self, text: str) -> list[Problem]:
+    def problems_by_text(self, text: str) -> list[ProblemRow]:
         """Problems whose normalized text equals that of `text` (recurrences), oldest first."""
         with self._sessions() as s:
-            stmt = select(Problem).where(Problem.text_hash == text_hash(text)).order_by(Problem.created_at)
+            stmt = select(ProblemRow).where(ProblemRow.text_hash == text_hash(text)).order_by(ProblemRow.created_at)
             return list(s.scalars(stmt))
 
     # --- deposits --------------------------------------------------------------------------------
 
     def find_deposit(self, problem: ProblemSpec, solution_text: str, answer: str,
-                     fingerprint_digest: str) -> Artifact | None:
+                     fingerprint_digest: str) -> ArtifactRow | None:
         """The artifact already deposited for this problem, solution and fingerprint, if any."""
         with self._sessions() as s:
-            stmt = (select(Artifact).join(Solution, Artifact.solution_id == Solution.id)
-                    .where(Solution.problem_id == self.problem_id_for(problem),
-                           Solution.content_hash == content_hash(solution_text, answer),
-                           Artifact.fingerprint_digest == fingerprint_digest))
+            stmt = (select(ArtifactRow).join(SolutionRow, ArtifactRow.solution_id == SolutionRow.id)
+                    .where(SolutionRow.problem_id == self.problem_id_for(problem),
+                           SolutionRow.content_hash == content_hash(solution_text, answer),
+                           ArtifactRow.fingerprint_digest == fingerprint_digest))
             return s.scalars(stmt).first()
 
     def deposit(self, problem: ProblemSpec, solution: SolutionSpec, artifact: ArtifactSpec) -> Deposit:
@@ -188,37 +197,37 @@ class Catalog:
     def _deposit(self, s: Session, problem: ProblemSpec, sol: SolutionSpec, art: ArtifactSpec) -> Deposit:
         prow = self._upsert_problem(s, problem)
         chash = content_hash(sol.text, sol.answer)
-        insert_ignore(s, Solution, {
+        insert_ignore(s, SolutionRow, {
             "problem_id": prow.id, "text": sol.text, "answer": sol.answer, "content_hash": chash,
             "verdict_status": sol.verdict_status, "verdict_reason": sol.verdict_reason,
             "deposited_by": sol.deposited_by, "unverified": sol.unverified})
-        srow = s.scalars(select(Solution).where(Solution.problem_id == prow.id,
-                                                Solution.content_hash == chash)
+        srow = s.scalars(select(SolutionRow).where(SolutionRow.problem_id == prow.id,
+                                                SolutionRow.content_hash == chash)
                          .execution_options(populate_existing=True)).one()
         if srow.unverified and not sol.unverified:  # a later verified deposit upgrades the row
             srow.unverified, srow.verdict_status, srow.verdict_reason = False, sol.verdict_status, sol.verdict_reason
-        inserted = insert_ignore(s, Artifact, {**asdict(art), "problem_id": prow.id, "solution_id": srow.id})
-        arow = s.scalars(select(Artifact).where(Artifact.solution_id == srow.id,
-                                                Artifact.fingerprint_digest == art.fingerprint_digest)).first()
+        inserted = insert_ignore(s, ArtifactRow, {**asdict(art), "problem_id": prow.id, "solution_id": srow.id})
+        arow = s.scalars(select(ArtifactRow).where(ArtifactRow.solution_id == srow.id,
+                                                ArtifactRow.fingerprint_digest == art.fingerprint_digest)).first()
         if arow is None:  # identical bytes already catalogued under another problem id with this text
-            arow = s.get(Artifact, art.sha256)
+            arow = s.get(ArtifactRow, art.sha256)
         assert arow is not None
         return Deposit(problem=prow, solution=srow, artifact=arow, created=inserted)
 
     # --- artifacts -------------------------------------------------------------------------------
 
     def list_artifacts(self, fingerprint_digest: str | None = None,
-                       include_unverified: bool = False) -> list[Artifact]:
+                       include_unverified: bool = False) -> list[ArtifactRow]:
         """Artifacts, oldest first; only those with `fingerprint_digest` when given, verified only unless asked."""
         with self._sessions() as s:
-            stmt = select(Artifact).join(Solution, Artifact.solution_id == Solution.id)
+            stmt = select(ArtifactRow).join(SolutionRow, ArtifactRow.solution_id == SolutionRow.id)
             if fingerprint_digest is not None:
-                stmt = stmt.where(Artifact.fingerprint_digest == fingerprint_digest)
+                stmt = stmt.where(ArtifactRow.fingerprint_digest == fingerprint_digest)
             if not include_unverified:
-                stmt = stmt.where(Solution.unverified.is_(False))
-            return list(s.scalars(stmt.order_by(Artifact.created_at, Artifact.sha256)))
+                stmt = stmt.where(SolutionRow.unverified.is_(False))
+            return list(s.scalars(stmt.order_by(ArtifactRow.created_at, ArtifactRow.sha256)))
 
-    def get_artifact(self, sha_or_prefix: str) -> Artifact:
+    def get_artifact(self, sha_or_prefix: str) -> ArtifactRow:
         """The artifact whose id is, or starts with, `sha_or_prefix` (at least 4 hex digits).
 
         Raises:
@@ -230,7 +239,7 @@ class Catalog:
             raise InputError(f"not an artifact id or prefix: {sha_or_prefix!r}",
                              hint="give at least 4 hex digits of the SHA-256 (`flywheel library ls`)")
         with self._sessions() as s:
-            rows = list(s.scalars(select(Artifact).where(Artifact.sha256.startswith(key, autoescape=True))
+            rows = list(s.scalars(select(ArtifactRow).where(ArtifactRow.sha256.startswith(key, autoescape=True))
                                   .limit(2)))
         if not rows:
             raise ArtifactNotFoundError(f"no artifact {key} in the catalog {self.url}",
@@ -240,14 +249,14 @@ class Catalog:
                              hint="give more hex digits")
         return rows[0]
 
-    def get_solution(self, solution_id: int) -> Solution | None:
+    def get_solution(self, solution_id: int) -> SolutionRow | None:
         with self._sessions() as s:
-            return s.get(Solution, solution_id)
+            return s.get(SolutionRow, solution_id)
 
     def remove_artifact(self, sha256: str) -> bool:
         """Delete an artifact's row (the caller removes the bytes afterwards). True if it existed."""
         def work(s: Session) -> bool:
-            row = s.get(Artifact, sha256)
+            row = s.get(ArtifactRow, sha256)
             if row is None:
                 return False
             s.delete(row)
@@ -257,7 +266,7 @@ class Catalog:
     def orphans(self, stored_ids: Iterable[str]) -> list[str]:
         """Of `stored_ids` (e.g. `store.iter_ids()`), those without a catalog row."""
         with self._sessions() as s:
-            known = set(s.scalars(select(Artifact.sha256)))
+            known = set(s.scalars(select(ArtifactRow.sha256)))
         return sorted(set(stored_ids) - known)
 
     # --- routing lookups -------------------------------------------------------------------------
@@ -265,27 +274,27 @@ class Catalog:
     def router_entries(self, fingerprint_digest: str, include_unverified: bool = False) -> list[RouterEntry]:
         """Routable artifacts for a fingerprint, with their problems' text, oldest first."""
         with self._sessions() as s:
-            stmt = (select(Artifact.sha256, Problem.id, Problem.text)
-                    .join(Solution, Artifact.solution_id == Solution.id)
-                    .join(Problem, Artifact.problem_id == Problem.id)
-                    .where(Artifact.fingerprint_digest == fingerprint_digest))
+            stmt = (select(ArtifactRow.sha256, ProblemRow.id, ProblemRow.text)
+                    .join(SolutionRow, ArtifactRow.solution_id == SolutionRow.id)
+                    .join(ProblemRow, ArtifactRow.problem_id == ProblemRow.id)
+                    .where(ArtifactRow.fingerprint_digest == fingerprint_digest))
             if not include_unverified:
-                stmt = stmt.where(Solution.unverified.is_(False))
-            rows = s.execute(stmt.order_by(Artifact.created_at, Artifact.sha256)).all()
+                stmt = stmt.where(SolutionRow.unverified.is_(False))
+            rows = s.execute(stmt.order_by(ArtifactRow.created_at, ArtifactRow.sha256)).all()
         return [RouterEntry(artifact_sha256=a, problem_id=p, problem_text=t) for a, p, t in rows]
 
     def exact_match(self, problem_text: str, fingerprint_digest: str,
                     include_unverified: bool = False) -> RouterEntry | None:
         """The oldest routable artifact whose problem has the same normalized text, if any."""
         with self._sessions() as s:
-            stmt = (select(Artifact.sha256, Problem.id, Problem.text)
-                    .join(Solution, Artifact.solution_id == Solution.id)
-                    .join(Problem, Artifact.problem_id == Problem.id)
-                    .where(Problem.text_hash == text_hash(problem_text),
-                           Artifact.fingerprint_digest == fingerprint_digest))
+            stmt = (select(ArtifactRow.sha256, ProblemRow.id, ProblemRow.text)
+                    .join(SolutionRow, ArtifactRow.solution_id == SolutionRow.id)
+                    .join(ProblemRow, ArtifactRow.problem_id == ProblemRow.id)
+                    .where(ProblemRow.text_hash == text_hash(problem_text),
+                           ArtifactRow.fingerprint_digest == fingerprint_digest))
             if not include_unverified:
-                stmt = stmt.where(Solution.unverified.is_(False))
-            row = s.execute(stmt.order_by(Artifact.created_at, Artifact.sha256).limit(1)).first()
+                stmt = stmt.where(SolutionRow.unverified.is_(False))
+            row = s.execute(stmt.order_by(ArtifactRow.created_at, ArtifactRow.sha256).limit(1)).first()
         return None if row is None else RouterEntry(artifact_sha256=row[0], problem_id=row[1], problem_text=row[2])
 
     # --- runs and attempts -----------------------------------------------------------------------
@@ -293,16 +302,16 @@ class Catalog:
     def create_run(self, *, run_id: str, problem_set: str, problem_set_hash: str, budget: int,
                    attempts: int, model_name: str, model_fingerprint: str, no_graft: bool = False,
                    run_budget: int | None = None, flow_run_id: str | None = None,
-                   decode_schedule: str | None = None) -> Run:
+                   decode_schedule: str | None = None) -> RunRow:
         """Start run `run_id`, or return it unchanged if it exists (a resumed run)."""
-        def work(s: Session) -> Run:
-            insert_ignore(s, Run, {
+        def work(s: Session) -> RunRow:
+            insert_ignore(s, RunRow, {
                 "id": run_id, "flow_run_id": flow_run_id, "problem_set": problem_set,
                 "problem_set_hash": problem_set_hash, "budget": budget, "run_budget": run_budget,
                 "attempts": attempts, "no_graft": no_graft, "model_name": model_name,
                 "model_fingerprint": model_fingerprint, "status": "running",
                 "decode_schedule": decode_schedule})
-            row = s.get(Run, run_id, populate_existing=True)
+            row = s.get(RunRow, run_id, populate_existing=True)
             assert row is not None
             if row.status != "running":  # resuming a finished or failed run reopens it
                 row.status, row.finished_at = "running", None
@@ -311,53 +320,53 @@ class Catalog:
             return row
         return self._write(work)
 
-    def finish_run(self, run_id: str, status: str = "finished") -> Run:
+    def finish_run(self, run_id: str, status: str = "finished") -> RunRow:
         """Mark a run finished (or "failed") now."""
-        def work(s: Session) -> Run:
-            s.execute(update(Run).where(Run.id == run_id).values(status=status, finished_at=utcnow()))
-            row = s.get(Run, run_id, populate_existing=True)
+        def work(s: Session) -> RunRow:
+            s.execute(update(RunRow).where(RunRow.id == run_id).values(status=status, finished_at=utcnow()))
+            row = s.get(RunRow, run_id, populate_existing=True)
             if row is None:
                 raise InputError(f"no run {run_id!r} in the catalog {self.url}")
             return row
         return self._write(work)
 
-    def get_run(self, run_id: str) -> Run | None:
+    def get_run(self, run_id: str) -> RunRow | None:
         with self._sessions() as s:
-            return s.get(Run, run_id)
+            return s.get(RunRow, run_id)
 
     def recorded_attempt_keys(self, run_id: str) -> set[tuple[str, int]]:
         """(problem_id, attempt_index) pairs already recorded for a run — what a resume skips."""
         with self._sessions() as s:
-            rows = s.execute(select(Attempt.problem_id, Attempt.attempt_index).where(Attempt.run_id == run_id))
+            rows = s.execute(select(AttemptRow.problem_id, AttemptRow.attempt_index).where(AttemptRow.run_id == run_id))
             return {(p, i) for p, i in rows}
 
-    def attempts_for_run(self, run_id: str) -> list[Attempt]:
+    def attempts_for_run(self, run_id: str) -> list[AttemptRow]:
         with self._sessions() as s:
-            stmt = select(Attempt).where(Attempt.run_id == run_id).order_by(Attempt.id)
+            stmt = select(AttemptRow).where(AttemptRow.run_id == run_id).order_by(AttemptRow.id)
             return list(s.scalars(stmt))
 
     def record_attempt(self, record: AttemptRecord, grafts: Sequence[GraftRecord] = ()) -> RecordedAttempt:
         """Record an attempt and its grafts in one transaction; a no-op (created=False) if the
         (run, problem, attempt index) key is already recorded."""
         def work(s: Session) -> RecordedAttempt:
-            created = insert_ignore(s, Attempt, asdict(record))
-            row = s.scalars(select(Attempt).where(
-                Attempt.run_id == record.run_id, Attempt.problem_id == record.problem_id,
-                Attempt.attempt_index == record.attempt_index)).one()
+            created = insert_ignore(s, AttemptRow, asdict(record))
+            row = s.scalars(select(AttemptRow).where(
+                AttemptRow.run_id == record.run_id, AttemptRow.problem_id == record.problem_id,
+                AttemptRow.attempt_index == record.attempt_index)).one()
             if created:
                 for g in grafts:
-                    insert_ignore(s, Graft, {**asdict(g), "attempt_id": row.id})
+                    insert_ignore(s, GraftRow, {**asdict(g), "attempt_id": row.id})
             return RecordedAttempt(attempt=row, created=created)
         return self._write(work)
 
-    def record_graft(self, attempt_id: int, graft: GraftRecord) -> Graft:
+    def record_graft(self, attempt_id: int, graft: GraftRecord) -> GraftRow:
         """Record one graft outcome for an attempt (idempotent on attempt and artifact)."""
-        def work(s: Session) -> Graft:
-            insert_ignore(s, Graft, {**asdict(graft), "attempt_id": attempt_id})
-            return s.scalars(select(Graft).where(Graft.attempt_id == attempt_id,
-                                                 Graft.artifact_sha256 == graft.artifact_sha256)).one()
+        def work(s: Session) -> GraftRow:
+            insert_ignore(s, GraftRow, {**asdict(graft), "attempt_id": attempt_id})
+            return s.scalars(select(GraftRow).where(GraftRow.attempt_id == attempt_id,
+                                                 GraftRow.artifact_sha256 == graft.artifact_sha256)).one()
         return self._write(work)
 
-    def grafts_for_attempt(self, attempt_id: int) -> list[Graft]:
+    def grafts_for_attempt(self, attempt_id: int) -> list[GraftRow]:
         with self._sessions() as s:
-            return list(s.scalars(select(Graft).where(Graft.attempt_id == attempt_id).order_by(Graft.id)))
+            return list(s.scalars(select(GraftRow).where(GraftRow.attempt_id == attempt_id).order_by(GraftRow.id)))

@@ -1,4 +1,4 @@
-"""Engines and migrations: SQLite tuned for several writers, any other URL as given.
+"""Database connections (SQLAlchemy engines) and migrations: SQLite tuned for several writers.
 
 The schema is created only by Alembic (`migrate`), applied on open and safe to run from several
 processes at once: SQLite takes an exclusive file lock beside the database, PostgreSQL a session
@@ -42,8 +42,10 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for `url`; SQLite gets WAL, a busy timeout and foreign keys on every connection.
+def make_db(url: str, **kwargs: Any) -> Engine:
+    """The SQLAlchemy engine for `url`; SQLite gets WAL, a busy timeout and foreign keys on every connection.
+
+    Called `db` wherever it is held: in this codebase "engine" is the language model.
 
     Args:
         url: any SQLAlchemy URL, e.g. `sqlite:////abs/library/catalog.db`, `postgresql+psycopg://...`.
@@ -57,10 +59,10 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         # an unreachable host fails in seconds with a message, instead of hanging on TCP connect
         kwargs.setdefault("connect_args", {}).setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
-    engine = create_engine(url, **kwargs)
+    db = create_engine(url, **kwargs)
     if parsed.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
-    return engine
+        event.listen(db, "connect", _sqlite_pragmas)
+    return db
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -85,9 +87,9 @@ def current_revision(conn: Connection) -> str | None:
 
 
 @contextmanager
-def _migration_lock(engine: Engine, conn: Connection) -> Iterator[None]:
-    backend = engine.url.get_backend_name()
-    database = engine.url.database
+def _migration_lock(db: Engine, conn: Connection) -> Iterator[None]:
+    backend = db.url.get_backend_name()
+    database = db.url.database
     if backend == "sqlite" and database and database != ":memory:" and not database.startswith("file:"):
         with open(f"{database}.migrate.lock", "a+b") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
@@ -107,24 +109,24 @@ def _migration_lock(engine: Engine, conn: Connection) -> Iterator[None]:
         yield
 
 
-def _shown(engine: Engine) -> str:
-    """The engine's URL for a message: no password in any form."""
+def _shown(db: Engine) -> str:
+    """The database URL for a message: no password in any form."""
     from flywheel.config import redact_url
 
-    return redact_url(engine.url.render_as_string(hide_password=True))
+    return redact_url(db.url.render_as_string(hide_password=True))
 
 
-def _shown_error(engine: Engine, err: Exception | None) -> str:
+def _shown_error(db: Engine, err: Exception | None) -> str:
     """A driver error's first line, with the URL's password (if a driver echoed it) hidden."""
     from flywheel.config import url_secrets
 
     text = str(getattr(err, "orig", None) or err).strip().splitlines()[0] if err is not None else "unknown error"
-    for secret in url_secrets(engine.url.render_as_string(hide_password=False)):
+    for secret in url_secrets(db.url.render_as_string(hide_password=False)):
         text = text.replace(secret, "***")
     return text
 
 
-def migrate(engine: Engine, revision: str = "head", attempts: int = 5) -> str:
+def migrate(db: Engine, revision: str = "head", attempts: int = 5) -> str:
     """Upgrade the catalog to `revision` (default head); a no-op when already there.
 
     Returns:
@@ -137,18 +139,18 @@ def migrate(engine: Engine, revision: str = "head", attempts: int = 5) -> str:
     last_error: Exception | None = None
     for attempt in range(attempts):
         try:
-            with engine.connect() as conn:
+            with db.connect() as conn:
                 now = current_revision(conn)
                 conn.rollback()
                 if now is not None and now != head and script.get_revision(now) is None:
                     raise LibraryError(
-                        f"catalog {_shown(engine)} is at schema "
+                        f"catalog {_shown(db)} is at schema "
                         f"revision {now}, which this build of kv-flywheel does not know",
                         hint="upgrade kv-flywheel, or point --db at a catalog made by this version",
                     )
                 if revision == "head" and now == head:
                     return head
-                with _migration_lock(engine, conn):
+                with _migration_lock(db, conn):
                     cfg = alembic_config()
                     cfg.attributes["connection"] = conn
                     command.upgrade(cfg, revision)
@@ -160,6 +162,6 @@ def migrate(engine: Engine, revision: str = "head", attempts: int = 5) -> str:
             last_error = err
             time.sleep(0.2 * (attempt + 1))
     raise LibraryError(
-        f"could not open the catalog at {_shown(engine)}: {_shown_error(engine, last_error)}",
+        f"could not open the catalog at {_shown(db)}: {_shown_error(db, last_error)}",
         hint="check that the database is reachable and writable",
     )

@@ -47,7 +47,7 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-class Problem(Base):
+class ProblemRow(Base):
     """A problem statement; `text_hash` (SHA-256 of the normalized text) finds recurrences."""
 
     __tablename__ = "problems"
@@ -60,7 +60,7 @@ class Problem(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Solution(Base):
+class SolutionRow(Base):
     """A worked solution to a problem, with the verifier's verdict and who deposited it."""
 
     __tablename__ = "solutions"
@@ -79,7 +79,7 @@ class Solution(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Artifact(Base):
+class ArtifactRow(Base):
     """A KV artifact's catalog row. The bytes live in the store under `sha256`."""
 
     __tablename__ = "artifacts"
@@ -97,7 +97,7 @@ class Artifact(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Run(Base):
+class RunRow(Base):
     """One flywheel pass over a problem set; re-opening the same id resumes it."""
 
     __tablename__ = "runs"
@@ -118,7 +118,7 @@ class Run(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-class Attempt(Base):
+class AttemptRow(Base):
     """One attempt at one problem in one run: route, tokens, energy, answer and verdict."""
 
     __tablename__ = "attempts"
@@ -156,7 +156,7 @@ class Attempt(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Graft(Base):
+class GraftRow(Base):
     """A graft tried during an attempt, and whether the engine accepted the artifact.
 
     `artifact_sha256` is deliberately not a foreign key: a refusal must be recordable even for

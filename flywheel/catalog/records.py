@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from flywheel.catalog.models import Artifact, Attempt, Problem, Solution
+from flywheel.catalog.models import ArtifactRow, AttemptRow, ProblemRow, SolutionRow
 
 Route = Literal["exact", "near", "none"]
 GraftOutcome = Literal["ok", "refused"]
@@ -60,9 +60,9 @@ class Deposit:
     """Result of `Catalog.deposit`. `created` is False when the deposit already existed; then
     `artifact.sha256` may differ from the one passed in (the caller's bytes are an orphan)."""
 
-    problem: Problem
-    solution: Solution
-    artifact: Artifact
+    problem: ProblemRow
+    solution: SolutionRow
+    artifact: ArtifactRow
     created: bool
 
 
@@ -110,7 +110,7 @@ class AttemptRecord:
 class RecordedAttempt:
     """Result of `Catalog.record_attempt`; `created` is False on a resumed, already-recorded key."""
 
-    attempt: Attempt
+    attempt: AttemptRow
     created: bool
 
 

@@ -281,7 +281,7 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
     """Build the savings report from a catalog's views (no engine needed).
 
     Args:
-        catalog: a `flywheel.catalog.Catalog` (anything with `.engine` and `.url`).
+        catalog: a `flywheel.catalog.Catalog` (anything with `.db`, a SQLAlchemy engine, and `.url`).
         run_id: only this run's attempts (baselines may still come from other runs); None = every run.
         context_window: the model's window for the usable-context figure; None reads it from the
             model's config.json when the model is prepared locally.
@@ -291,7 +291,7 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
     Raises:
         InputError: `run_id` is not in the catalog.
     """
-    with catalog.engine.connect() as conn:
+    with catalog.db.connect() as conn:
         run_rows = queries.runs(conn, run_id)
         if run_id is not None and not run_rows:
             raise InputError(f"no run {run_id!r} in the catalog {catalog.url}",

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, column, func, select, table
 
-from flywheel.catalog.models import Artifact, Problem, Run
+from flywheel.catalog.models import ArtifactRow, ProblemRow, RunRow
 
 ATTEMPT_COST_COLUMNS = (
     "attempt_id", "run_id", "problem_id", "attempt_index", "route", "grafted", "artifact_sha256",
@@ -42,9 +42,9 @@ def _rows(conn: Connection, stmt: Any) -> Rows:
 
 def runs(conn: Connection, run_id: str | None = None) -> Rows:
     """Runs in the order they started (the flywheel passes), or just `run_id`."""
-    stmt = select(Run.__table__).order_by(Run.started_at, Run.id)
+    stmt = select(RunRow.__table__).order_by(RunRow.started_at, RunRow.id)
     if run_id is not None:
-        stmt = stmt.where(Run.id == run_id)
+        stmt = stmt.where(RunRow.id == run_id)
     return _rows(conn, stmt)
 
 
@@ -60,7 +60,7 @@ def savings(conn: Connection, run_id: str | None = None) -> Rows:
 def attempts(conn: Connection, run_id: str | None = None) -> Rows:
     """Every attempt of the run(s) plus the ungrafted attempts any baseline rests on, with the
     problem's reference answer: all a third party needs to recompute the savings and re-score."""
-    problems = Problem.__table__
+    problems = ProblemRow.__table__
     stmt = (select(attempt_costs, problems.c.reference)
             .join(problems, problems.c.id == attempt_costs.c.problem_id)
             .order_by(attempt_costs.c.attempt_id))
@@ -73,7 +73,7 @@ def attempts(conn: Connection, run_id: str | None = None) -> Rows:
 
 def library_context(conn: Connection) -> Rows:
     """Per model fingerprint: artifacts held, tokens stored, and the largest single artifact."""
-    art = Artifact.__table__
+    art = ArtifactRow.__table__
     stmt = (select(art.c.fingerprint_digest, art.c.model_name,
                    func.count().label("artifacts"),
                    func.sum(art.c.token_count).label("stored_tokens"),

@@ -8,8 +8,8 @@ import pytest
 from catalog_fixtures import FP, OTHER_FP, artifact, problem, solution
 from sqlalchemy import func, select
 
-from flywheel.catalog import AttemptRecord, Catalog, GraftRecord, ProblemSpec, Solution
-from flywheel.catalog.models import Artifact
+from flywheel.catalog import AttemptRecord, Catalog, GraftRecord, ProblemSpec, SolutionRow
+from flywheel.catalog.models import ArtifactRow
 from flywheel.errors import ArtifactNotFoundError, CatalogConflictError, DepositRefusedError, InputError
 
 
@@ -36,7 +36,7 @@ def test_deposit_is_idempotent(catalog: Catalog) -> None:
     other_bytes = catalog.deposit(problem(1), solution(1), artifact("a1-bis"))
     assert not again.created and not other_bytes.created
     assert again.artifact.sha256 == other_bytes.artifact.sha256 == first.artifact.sha256
-    assert (count(catalog, Artifact), count(catalog, Solution)) == (1, 1)
+    assert (count(catalog, ArtifactRow), count(catalog, SolutionRow)) == (1, 1)
     found = catalog.find_deposit(problem(1), solution(1).text, solution(1).answer, FP)
     assert found is not None and found.sha256 == first.artifact.sha256
     assert catalog.find_deposit(problem(1), solution(1).text, solution(1).answer, OTHER_FP) is None
@@ -47,14 +47,14 @@ def test_same_solution_under_another_fingerprint_is_a_second_artifact(catalog: C
     catalog.deposit(problem(1), solution(1), artifact("a1-other-model", fp=OTHER_FP))
     assert [a.fingerprint_digest for a in catalog.list_artifacts(FP)] == [FP]
     assert [a.fingerprint_digest for a in catalog.list_artifacts(OTHER_FP)] == [OTHER_FP]
-    assert count(catalog, Solution) == 1
+    assert count(catalog, SolutionRow) == 1
 
 
 def test_contradicted_answer_is_refused_and_leaves_no_rows(catalog: Catalog) -> None:
     bad = solution(1, verdict="not_equivalent")
     with pytest.raises(DepositRefusedError, match="not_equivalent"):
         catalog.deposit(problem(1), bad, artifact("a1"))
-    assert count(catalog, Artifact) == 0 and catalog.get_problem("demo-1") is None
+    assert count(catalog, ArtifactRow) == 0 and catalog.get_problem("demo-1") is None
 
 
 def test_unverified_deposits_are_listed_and_routed_only_when_asked(catalog: Catalog) -> None:

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from flywheel import config
 from flywheel.catalog import AttemptRecord, GraftRecord, open_catalog
-from flywheel.catalog.models import Artifact, Attempt, Graft, Problem, Solution
+from flywheel.catalog.models import ArtifactRow, AttemptRow, GraftRow, ProblemRow, SolutionRow
 from flywheel.store import LocalStore
 
 WORKERS = 4
@@ -56,11 +56,11 @@ def test_concurrent_writers_lose_no_rows_and_create_no_duplicates(tmp_path: Path
 
     cat = open_catalog(config.database_url(library))
     expected = SHARED + WORKERS * OWN
-    assert _count(cat, Problem) == expected
-    assert _count(cat, Solution) == expected
-    assert _count(cat, Artifact) == expected
-    assert _count(cat, Attempt) == SHARED * (WORKERS + 1)  # index 0 once, plus one index per worker
-    assert _count(cat, Graft) == SHARED * (WORKERS + 1)
+    assert _count(cat, ProblemRow) == expected
+    assert _count(cat, SolutionRow) == expected
+    assert _count(cat, ArtifactRow) == expected
+    assert _count(cat, AttemptRow) == SHARED * (WORKERS + 1)  # index 0 once, plus one index per worker
+    assert _count(cat, GraftRow) == SHARED * (WORKERS + 1)
     assert {a.sha256 for a in cat.list_artifacts(FP)} == {artifact(f"a{i}").sha256 for i in range(SHARED)} | {
         artifact(f"a{1000 * (w + 1) + i}").sha256 for w in range(WORKERS) for i in range(OWN)}
     cat.close()
@@ -76,7 +76,7 @@ def _killed_deposit(library: str) -> None:
     real = api.insert_ignore
 
     def die_on_artifact(session, model, values):  # type: ignore[no-untyped-def]
-        if model is Artifact:
+        if model is ArtifactRow:
             os._exit(9)  # like SIGKILL: no cleanup, no rollback, no commit
         return real(session, model, values)
 
@@ -93,7 +93,7 @@ def test_a_deposit_killed_midway_leaves_no_rows_and_an_orphan_file(tmp_path: Pat
     assert proc.exitcode == 9
 
     cat = open_catalog(config.database_url(library))
-    assert (_count(cat, Problem), _count(cat, Solution), _count(cat, Artifact)) == (0, 0, 0)
+    assert (_count(cat, ProblemRow), _count(cat, SolutionRow), _count(cat, ArtifactRow)) == (0, 0, 0)
     stored = list(LocalStore(library / "artifacts").iter_ids())
     assert len(stored) == 1 and cat.orphans(stored) == stored
     # Re-running the deposit completes it: the bytes are already there, the rows now appear once.

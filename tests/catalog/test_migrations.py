@@ -18,18 +18,18 @@ TABLES = {"problems", "solutions", "artifacts", "runs", "attempts", "grafts", "a
 
 
 def test_open_creates_schema_at_head(catalog: Catalog) -> None:
-    names = set(inspect(catalog.engine).get_table_names())
+    names = set(inspect(catalog.db).get_table_names())
     assert TABLES <= names
-    with catalog.engine.connect() as conn:
+    with catalog.db.connect() as conn:
         assert current_revision(conn) == head_revision()
 
 
 def test_migrating_twice_is_a_noop(library: Path, catalog: Catalog) -> None:
-    with catalog.engine.connect() as conn:
+    with catalog.db.connect() as conn:
         before = conn.execute(text("SELECT sql FROM sqlite_master ORDER BY name")).all()
-    assert migrate(catalog.engine) == head_revision()
+    assert migrate(catalog.db) == head_revision()
     again = open_catalog(config.database_url(library))
-    with again.engine.connect() as conn:
+    with again.db.connect() as conn:
         after = conn.execute(text("SELECT sql FROM sqlite_master ORDER BY name")).all()
         versions = conn.execute(text("SELECT version_num FROM alembic_version")).all()
     assert before == after
@@ -38,13 +38,13 @@ def test_migrating_twice_is_a_noop(library: Path, catalog: Catalog) -> None:
 
 
 def test_models_match_the_migrations(catalog: Catalog) -> None:
-    with catalog.engine.connect() as conn:
+    with catalog.db.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == []
 
 
 def test_sqlite_runs_in_wal_with_foreign_keys(catalog: Catalog) -> None:
-    with catalog.engine.connect() as conn:
+    with catalog.db.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
         assert conn.execute(text("PRAGMA busy_timeout")).scalar() >= 1000

@@ -12,10 +12,10 @@ from sqlalchemy import func, inspect, select
 
 from flywheel.catalog import AttemptRecord, Base, GraftRecord, head_revision, open_catalog
 from flywheel.catalog.db import current_revision, migrate
-from flywheel.catalog.models import Artifact, Attempt, Graft, Problem, Run, Solution
+from flywheel.catalog.models import ArtifactRow, AttemptRow, GraftRow, ProblemRow, RunRow, SolutionRow
 from flywheel.engine import Engine
 from flywheel.library import Library
-from flywheel.problemsets import Problem as SetProblem
+from flywheel.problemsets import Problem
 
 TABLES = {"problems", "solutions", "artifacts", "runs", "attempts", "grafts", "alembic_version"}
 WORKERS = 4
@@ -28,8 +28,8 @@ def _count(cat: object, model: type) -> int:
         return int(s.scalar(select(func.count()).select_from(model)) or 0)
 
 
-def _problem(i: int) -> SetProblem:
-    return SetProblem(id=f"pg-{i}", text=f"What is {i} + {i + 1}?", reference=str(2 * i + 1), source="deploy")
+def _problem(i: int) -> Problem:
+    return Problem(id=f"pg-{i}", text=f"What is {i} + {i + 1}?", reference=str(2 * i + 1), source="deploy")
 
 
 def _solve(i: int) -> tuple[str, str]:
@@ -39,16 +39,16 @@ def _solve(i: int) -> tuple[str, str]:
 def test_migrations_from_scratch_on_postgresql(pg_url: str) -> None:
     cat = open_catalog(pg_url)
     try:
-        assert cat.engine.url.get_backend_name() == "postgresql"
-        assert TABLES <= set(inspect(cat.engine).get_table_names())
-        with cat.engine.connect() as conn:
+        assert cat.db.url.get_backend_name() == "postgresql"
+        assert TABLES <= set(inspect(cat.db).get_table_names())
+        with cat.db.connect() as conn:
             assert current_revision(conn) == head_revision()
             assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        assert migrate(cat.engine) == head_revision()          # again: a no-op
+        assert migrate(cat.db) == head_revision()          # again: a no-op
     finally:
         cat.close()
     again = open_catalog(pg_url)
-    with again.engine.connect() as conn:
+    with again.db.connect() as conn:
         assert current_revision(conn) == head_revision()
     again.close()
 
@@ -57,7 +57,7 @@ def test_deposit_is_idempotent_on_postgresql(tmp_path: Path, pg_url: str, tiny_g
     problem = _problem(1)
     solution, answer = _solve(1)
     with Library.open(tmp_path / "lib", db_url=pg_url) as lib:
-        assert lib.catalog.engine.url.get_backend_name() == "postgresql"
+        assert lib.catalog.db.url.get_backend_name() == "postgresql"
         first = lib.deposit(tiny_gemma, problem, solution, answer, index=False)
         second = lib.deposit(tiny_gemma, problem, solution, answer, index=False)
         assert first.created and not second.created
@@ -66,7 +66,7 @@ def test_deposit_is_idempotent_on_postgresql(tmp_path: Path, pg_url: str, tiny_g
     with Library.open(tmp_path / "lib", db_url=pg_url) as lib:   # a new connection sees the same rows
         third = lib.deposit(tiny_gemma, problem, solution, answer, index=False)
         assert not third.created and third.artifact_sha256 == first.artifact_sha256
-        assert (_count(lib.catalog, Problem), _count(lib.catalog, Solution), _count(lib.catalog, Artifact)) == (1, 1, 1)
+        assert (_count(lib.catalog, ProblemRow), _count(lib.catalog, SolutionRow), _count(lib.catalog, ArtifactRow)) == (1, 1, 1)
         row = lib.catalog.get_artifact(first.artifact_sha256)
         assert row.fingerprint_digest == tiny_gemma.fingerprint.digest
         assert lib.load_graft(tiny_gemma, first.artifact_sha256).token_count == first.token_count
@@ -109,12 +109,12 @@ def test_concurrent_writers_on_postgresql_lose_nothing(tmp_path: Path, pg_url: s
     expected = SHARED + WORKERS * OWN
     with Library.open(root, db_url=pg_url) as lib:
         cat = lib.catalog
-        assert _count(cat, Problem) == expected
-        assert _count(cat, Solution) == expected
-        assert _count(cat, Artifact) == expected
-        assert _count(cat, Run) == 1
-        assert _count(cat, Attempt) == SHARED * (WORKERS + 1)
-        assert _count(cat, Graft) == SHARED * (WORKERS + 1)
+        assert _count(cat, ProblemRow) == expected
+        assert _count(cat, SolutionRow) == expected
+        assert _count(cat, ArtifactRow) == expected
+        assert _count(cat, RunRow) == 1
+        assert _count(cat, AttemptRow) == SHARED * (WORKERS + 1)
+        assert _count(cat, GraftRow) == SHARED * (WORKERS + 1)
         stored = set(lib.store.iter_ids())
         catalogued = {a.sha256 for a in cat.list_artifacts()}
         assert catalogued == stored and len(stored) == expected

@@ -136,10 +136,10 @@ def test_served_deployment_runs_through_the_api_and_records_the_catalog(served_r
     assert fr["state"]["type"] == "COMPLETED", _tail(served_run["serve_log"])
     cat = open_catalog(served_run["catalog_db"])
     try:
-        from flywheel.catalog.models import Run
+        from flywheel.catalog.models import RunRow
 
         with cat.session() as s:
-            runs = list(s.query(Run).filter(Run.flow_run_id == fr["id"]))
+            runs = list(s.query(RunRow).filter(RunRow.flow_run_id == fr["id"]))
         assert len(runs) == 1, "the flow run left no (or several) runs rows"
         run = runs[0]
         assert run.status == "finished" and run.problem_set == PROBLEMS

@@ -61,7 +61,7 @@ def test_run_summary_counts_only_measured_savings(exact_catalog: Catalog) -> Non
 
 
 def test_views_are_queryable_directly(exact_catalog: Catalog) -> None:
-    with exact_catalog.engine.connect() as conn:
+    with exact_catalog.db.connect() as conn:
         saved = conn.execute(text("SELECT problem_id, tokens_saved FROM tokens_saved ORDER BY problem_id")).all()
         base = conn.execute(text("SELECT problem_id, model_fingerprint, baseline_tokens FROM baselines "
                                  "ORDER BY problem_id")).all()
