@@ -9,7 +9,6 @@ its `Fingerprint`, which every artifact carries and every graft checks.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
 from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo
+from flywheel.domain import canonical_json, json_sha256
 from flywheel.errors import InputError, ModelError
 
 DType = Literal["float32", "bfloat16", "float16"]
@@ -59,7 +59,7 @@ class Fingerprint:
     @property
     def digest(self) -> str:
         """SHA-256 of the canonical JSON: the one value catalogs and routers compare."""
-        return hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
+        return json_sha256(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,11 +73,6 @@ class Fingerprint:
         """Field names whose values differ, `model` excluded (a renamed model is the same model)."""
         mine, theirs = self.to_dict(), other.to_dict()
         return [k for k in mine if k != "model" and mine[k] != theirs[k]]
-
-
-def canonical_json(data: Any) -> str:
-    """Sorted-key, separator-fixed JSON: the byte form every hash in the project is taken over."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def device_name(device: torch.device) -> str:

@@ -25,7 +25,6 @@ it belongs to, and its parameters (JSON).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from flywheel.engine import canonical_json
+from flywheel.domain import canonical_json, json_sha256
 from flywheel.errors import InputError
 from flywheel.families import FAMILIES, SPLITS, Family, Split, word_families
 
@@ -54,7 +53,7 @@ class Problem:
 def set_hash(problems: list[Problem]) -> str:
     """SHA-256 over (id, text, reference) of every problem in order."""
     rows = [[p.id, p.text, p.reference] for p in problems]
-    return hashlib.sha256(canonical_json(rows).encode()).hexdigest()
+    return json_sha256(rows)
 
 
 @lru_cache(maxsize=1)

@@ -4,6 +4,8 @@ only the CLI reaches up into `flows`."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +57,13 @@ def test_verifiers_import_nothing_of_flywheel_or_flows() -> None:
 
 def test_only_the_cli_imports_flows() -> None:
     assert violations("flywheel", ("flows",), allowed_under=("flywheel/cli/",)) == []
+
+
+@pytest.mark.parametrize("module", ["flywheel.domain", "flywheel.problemsets", "flywheel.catalog", "verifiers"])
+def test_domain_modules_load_without_torch(module: str) -> None:
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize(("where", "source"), [

@@ -34,9 +34,6 @@ NAMING_CONVENTION = {
 
 SHA_LEN = 64  # hex SHA-256
 
-ROUTES = ("exact", "near", "none")
-GRAFT_OUTCOMES = ("ok", "refused")
-
 
 def utcnow() -> datetime:
     """Timezone-aware now (stored as UTC)."""

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from flywheel.catalog.models import ArtifactRow, AttemptRow, ProblemRow, SolutionRow
+from flywheel.domain import RouteKind
 
-Route = Literal["exact", "near", "none"]
 GraftOutcome = Literal["ok", "refused"]
 #: Characters of an attempt's decoded text kept in the catalog (a 1,024-token budget fits).
 ATTEMPT_TEXT_LIMIT = 8_000
@@ -83,7 +83,7 @@ class AttemptRecord:
     run_id: str
     problem_id: str
     attempt_index: int
-    route: Route
+    route: RouteKind
     budget: int
     route_score: float | None = None
     routed_artifact_sha: str | None = None

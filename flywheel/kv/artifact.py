@@ -41,7 +41,7 @@ import torch
 from safetensors.torch import save as st_save
 
 from flywheel import ARTIFACT_FORMAT_VERSION
-from flywheel.engine import canonical_json
+from flywheel.domain import canonical_json
 from flywheel.errors import ArtifactIntegrityError, ArtifactMalformedError, ArtifactVersionError
 
 #: A header larger than this is refused before parsing (token ids of a 32k context fit easily).

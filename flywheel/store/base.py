@@ -6,24 +6,19 @@ promises that `get(sha)` returns bytes whose SHA-256 is `sha`, or `None` when it
 
 from __future__ import annotations
 
-import hashlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
+from flywheel.domain import sha256_hex
 from flywheel.errors import ArtifactIntegrityError, InputError
 
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 
 #: How a store names bytes: a 64-hex-digit SHA-256 computed from them alone.
 Namer = Callable[[bytes], str]
-
-
-def sha256_hex(data: bytes) -> str:
-    """The lowercase hex SHA-256 of `data` — the artifact's name."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def check_sha(sha: str) -> str:
