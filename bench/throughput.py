@@ -17,6 +17,12 @@ stops at its stop rule, EOS or the budget, so token counts can differ slightly b
 
     python bench/throughput.py                                  # 32 problems, budget 48, B = 4 8 16 32
     python bench/throughput.py --problems 32 --budget 64 --slots 4 8 16 32 --bf16 --json
+    python bench/throughput.py --llama-cpp /tmp/lcpp-venv/bin/python   # + llama.cpp as the competitor
+
+`--llama-cpp PYTHON` names an interpreter that has `llama-cpp-python` (a competitor only, never a
+dependency of the product: build it in a separate venv with `pip install llama-cpp-python`).
+It decodes the same prompts from the same packaged GGUF file (Q4_K_M: 4-bit weights, where our
+engine runs the dequantized fp32 weights) with 2 threads, one sequence at a time, greedy.
 """
 
 from __future__ import annotations
@@ -96,6 +102,45 @@ def batched(engine: Engine, texts: list[str], budget: int, slots: int) -> dict[s
             "steps": decoder.steps}
 
 
+_LLAMA_CPP = r"""
+import json, sys, time
+from llama_cpp import Llama
+args = json.loads(sys.stdin.read())
+llm = Llama(model_path=args["gguf"], n_ctx=2048, n_threads=2, n_threads_batch=2, verbose=False, seed=0)
+tokens = decode_s = 0.0
+start = time.perf_counter()
+for prompt in args["prompts"]:
+    ids = llm.tokenize(prompt.encode(), add_bos=True, special=False)
+    llm.reset()
+    llm.eval(ids)                       # prefill
+    t = time.perf_counter()
+    for _ in range(args["budget"]):
+        tok = llm.sample(temp=0.0)
+        tokens += 1
+        if tok == llm.token_eos():
+            break
+        llm.eval([tok])
+    decode_s += time.perf_counter() - t
+print(json.dumps({"tokens": tokens, "decode_s": decode_s, "wall_s": time.perf_counter() - start}))
+"""
+
+
+def llama_cpp(python: str, model: str, texts: list[str], budget: int) -> dict[str, Any]:
+    """The competitor in its own interpreter: same GGUF, same prompts, 2 threads, one sequence at a time."""
+    import subprocess
+    import tempfile
+
+    from flywheel.modelzoo import PACKAGED
+
+    with tempfile.TemporaryDirectory() as scratch:
+        gguf = PACKAGED[model].locate_gguf(Path(scratch))
+        payload = json.dumps({"gguf": str(gguf), "budget": budget, "prompts": [plain_prompt(t) for t in texts]})
+        proc = subprocess.run([python, "-c", _LLAMA_CPP], input=payload, capture_output=True, text=True, check=True)
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["steps"] = out["tokens"]
+    return out
+
+
 def weight_bytes(engine: Engine) -> int:
     return sum(p.numel() * p.element_size() for p in engine.model.parameters())
 
@@ -107,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=48)
     ap.add_argument("--slots", type=int, nargs="+", default=[4, 8, 16, 32])
     ap.add_argument("--bf16", action="store_true", help="also measure bfloat16 engines (opt-in dtype)")
+    ap.add_argument("--llama-cpp", metavar="PYTHON", default=None,
+                    help="an interpreter with llama-cpp-python: add llama.cpp (same GGUF) as the competitor")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -137,19 +184,31 @@ def main(argv: list[str] | None = None) -> int:
                       f"(peak {row['peak_rss_mib']:.0f}), {row['bandwidth_share']:.0%} of memory bandwidth, "
                       f"{row['flops_share']:.0%} of matmul FLOP/s", flush=True)
         del engine
-    base = next(r["tokens_per_s"] for r in rows if r["slots"] is None)
+    if args.llama_cpp:
+        out = llama_cpp(args.llama_cpp, args.model, texts, args.budget)
+        row = {"config": "llama.cpp", "dtype": "q4_k_m", "slots": None, **out,
+               "tokens_per_s": out["tokens"] / out["decode_s"]}
+        rows.append(row)
+        if not args.json:
+            print(f"{'llama.cpp':>16} {'q4_k_m':>8}: {out['tokens']:>5.0f} tok in {out['decode_s']:6.1f} s decode "
+                  f"({row['tokens_per_s']:6.1f} tok/s), pass {out['wall_s']:6.1f} s (separate process)", flush=True)
+    base = next(r["tokens_per_s"] for r in rows if r["config"] == "one-at-a-time")
     fp32 = {str(r["slots"]): r["tokens_per_s"] for r in rows if r["slots"] and r["dtype"] == "float32"}
     best = max(fp32, key=lambda b: fp32[b])
     summary = {"model": args.model, "problems": len(texts), "budget": args.budget, "machine": limits,
                "baseline_tokens_per_s": base, "tokens_per_s": fp32,
                "tokens_per_s_bf16": {str(r["slots"]): r["tokens_per_s"] for r in rows if r["dtype"] == "bfloat16"},
-               "best_slots": int(best), "speedup_best": fp32[best] / base, "rows": rows}
+               "best_slots": int(best), "speedup_best": fp32[best] / base, "rows": rows,
+               "llama_cpp_tokens_per_s": next((r["tokens_per_s"] for r in rows if r["config"] == "llama.cpp"), None)}
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"best fp32: B={best}, {fp32[best]:.1f} tok/s = {fp32[best] / base:.1f}x the one-at-a-time path "
               f"({base:.1f} tok/s); machine: {limits['float32']['memory_bytes_per_s'] / 1e9:.1f} GB/s copy, "
               f"{limits['float32']['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s oneDNN fp32")
+        if summary["llama_cpp_tokens_per_s"]:
+            print(f"best fp32 batched vs llama.cpp (q4_k_m, one sequence): "
+                  f"{fp32[best] / summary['llama_cpp_tokens_per_s']:.2f}x")
     return 0
 
 

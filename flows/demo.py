@@ -1,4 +1,14 @@
-"""The flywheel end to end on the default model: a pass without knowledge, curated deposits, a pass from grafts."""
+"""The flywheel end to end on the default model: it turns on its own verified solutions, and recurs for free.
+
+1. seed: one curated worked solution per generated word-problem family (a sibling, never one of
+   the problems attempted), deposited as `curator:demo`;
+2. pass 1: CHAMP problems (no knowledge yet) and fresh generated problems, routed `near` to their
+   family's sibling; K sampled attempts per problem share one prefill, decoded on batched slots;
+   every verified attempt of a new problem is deposited as the model's own;
+3. the CHAMP problems' curated worked solutions are deposited;
+4. pass 2 over the same set: the CHAMP problems and every problem the model solved itself recur
+   `exact` and are answered from their grafts in a few decode tokens.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +20,25 @@ from flows import runtime
 from flows.run import RunConfig, flywheel_run, new_run_id
 from flywheel import config
 from flywheel.engine import EngineSettings
-from flywheel.problemsets import Problem, generate, load_champ
+from flywheel.problemsets import Problem, load_champ, load_problem_set
 
-#: The default demo set: a slice of CHAMP (recurring, with curated solutions) plus a generated family.
-DEMO_CHAMP = 6
-DEMO_LINEAR = 4
-DEMO_BUDGET = 160
+#: The default demo set: a slice of CHAMP (recurring, with curated solutions) plus generated word problems.
+DEMO_CHAMP = 4
+DEMO_PER_FAMILY = 2       # generated problems per word-problem family (10 families)
+DEMO_ATTEMPTS = 4         # sampled attempts per problem in pass 1, sharing one prefill
+DEMO_BUDGET = 64          # a generated worked solution is ~40 tokens
+CURATOR = "curator:demo"
 
 
-def demo_problems(champ: int = DEMO_CHAMP, linear: int = DEMO_LINEAR, seed: int = 1) -> list[Problem]:
-    return load_champ()[:champ] + generate("linear", n=linear, seed=seed)
+def demo_problems(champ: int = DEMO_CHAMP, per_family: int = DEMO_PER_FAMILY, seed: int = 2) -> list[Problem]:
+    """CHAMP's first `champ` problems and `per_family` held-out-split problems of every word family."""
+    generated = load_problem_set(f"gen:all?n={per_family}&seed={seed}&split=heldout").problems if per_family else []
+    return load_champ()[:champ] + generated
+
+
+def family_seeds(seed: int = 1) -> list[Problem]:
+    """One curated sibling per word family, from the train split (disjoint from the attempted problems)."""
+    return load_problem_set(f"gen:all?n=1&seed={seed}&split=train").problems
 
 
 def write_set(problems: list[Problem], path: Path) -> Path:
@@ -33,46 +52,65 @@ def write_set(problems: list[Problem], path: Path) -> Path:
 
 
 def run_demo(workdir: Path, *, model: str | None = None, budget: int = DEMO_BUDGET, champ: int = DEMO_CHAMP,
-             linear: int = DEMO_LINEAR) -> dict[str, Any]:
-    """Pass 1 (empty library) -> deposit curated CHAMP solutions -> pass 2; returns both summaries."""
+             per_family: int = DEMO_PER_FAMILY, attempts: int = DEMO_ATTEMPTS,
+             slots: int | None = None, dtype: str | None = None) -> dict[str, Any]:
+    """Seed -> pass 1 -> curated CHAMP deposits -> pass 2 (see the module docstring); returns both summaries."""
     library = workdir / "library"
-    problems = demo_problems(champ, linear)
+    problems = demo_problems(champ, per_family)
     spec = str(write_set(problems, workdir / "demo-set.jsonl"))
-    cfg = RunConfig(problems=spec, budget=budget, model=config.model_name(model), library=str(library))
-    tag = new_run_id()
-    pass1 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass1"}))
+    cfg = RunConfig(problems=spec, budget=budget, attempts=attempts, model=config.model_name(model),
+                    library=str(library), **({"slots": slots} if slots else {}),
+                    **({"dtype": dtype} if dtype else {}))
     eng = runtime.engine(cfg.model, EngineSettings(dtype=cfg.dtype))
     lib = runtime.library(cfg.library, config.database_url(library))
+    siblings = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR)
+                for p in (family_seeds() if per_family else [])]
+    tag = new_run_id()
+    pass1 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass1"}))
+    by_pass1 = {pass1["flow_run_id"], pass1["run_id"]}
+    own = [a for a in lib.catalog.list_artifacts()
+           if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by in by_pass1]
     curated = [p for p in problems if p.source == "champ"]
-    deposited = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by="curator:demo")
-                 for p in curated]
+    deposited = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR) for p in curated]
     pass2 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass2"}))
     return {"library": str(library), "problem_set": spec, "pass1": pass1, "pass2": pass2,
+            "siblings": [d.artifact_sha256 for d in siblings],
+            "self_deposits": [a.sha256 for a in own], "self_deposited_ids": sorted({a.problem_id for a in own}),
             "curated": [d.artifact_sha256 for d in deposited], "curated_ids": [p.id for p in curated]}
 
 
 def describe(demo: dict[str, Any]) -> list[str]:
-    """A few readable lines: what each pass cost and solved, and the recurring problems' ratio."""
+    """A few readable lines: what each pass cost and solved, self-deposits, and the recurring problems' ratio."""
     p1, p2 = demo["pass1"], demo["pass2"]
-    ids = set(demo["curated_ids"])
-    self_dep = sum(1 for r in p1["results"] if r["verified"])
 
     def line(name: str, s: dict[str, Any]) -> str:
         t = s["totals"]
+        timing = s["timing"]
         return (f"{name}: {t['verified']}/{t['problems']} verified, {t['decode_tokens']:,} decode + "
                 f"{t['prefill_tokens']:,} prefill tokens ({t['restored_tokens']:,} restored from grafts), "
-                f"{s['timing']['wall_seconds']:.0f} s")
+                f"{timing['wall_seconds']:.0f} s on {timing['schedule']['slots']} decode slots")
 
-    rec1 = [r for r in p1["results"] if r["problem_id"] in ids]
-    rec2 = [r for r in p2["results"] if r["problem_id"] in ids]
+    def recurring(ids: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return ([r for r in p1["results"] if r["problem_id"] in ids], [r for r in p2["results"] if r["problem_id"] in ids])
+
+    rec1, rec2 = recurring(set(demo["curated_ids"]))
+    own1, own2 = recurring(set(demo["self_deposited_ids"]))
     d1, d2 = sum(r["decode_tokens"] for r in rec1), sum(r["decode_tokens"] for r in rec2)
     ratio = f"{d1 / d2:,.1f}x fewer" if d2 else "n/a"
-    return [
-        line("pass 1 (no knowledge)", p1),
-        f"deposited {len(demo['curated'])} curated CHAMP solutions (+{self_dep} verified by the model itself in pass 1)",
-        line("pass 2 (from grafts) ", p2),
+    lines = [
+        f"seeded {len(demo['siblings'])} curated sibling solutions (one per word-problem family)",
+        line("pass 1 (siblings only)", p1),
+        f"deposited by the model itself in pass 1: {len(demo['self_deposits'])} verified solutions "
+        f"({', '.join(demo['self_deposited_ids']) or 'none'})",
+        f"deposited {len(demo['curated'])} curated CHAMP solutions after pass 1",
+        line("pass 2 (from grafts)  ", p2),
         f"recurring CHAMP problems: {sum(r['verified'] for r in rec1)}/{len(rec1)} -> "
         f"{sum(r['verified'] for r in rec2)}/{len(rec2)} verified; decode tokens {d1:,} -> {d2:,} ({ratio}); "
         f"{sum(r['route'] == 'exact' for r in rec2)} answered from exact grafts",
-        f"library: {demo['library']}  runs: {p1['run_id']}, {p2['run_id']}",
     ]
+    if own1:
+        lines.append(f"problems the model solved itself: decode tokens {sum(r['decode_tokens'] for r in own1):,} -> "
+                     f"{sum(r['decode_tokens'] for r in own2):,}; {sum(r['route'] == 'exact' for r in own2)}/"
+                     f"{len(own2)} answered in pass 2 from the model's own grafts")
+    lines.append(f"library: {demo['library']}  runs: {p1['run_id']}, {p2['run_id']}")
+    return lines

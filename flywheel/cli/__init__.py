@@ -182,12 +182,13 @@ def _attach() -> None:
     from flywheel.cli.check import check
 
     main.add_command(check)
-    from flywheel.cli.run import demo, evaluate, run, serve
+    from flywheel.cli.run import demo, evaluate, run, serve, study
 
     main.add_command(run)
     main.add_command(serve)
     main.add_command(evaluate)
     main.add_command(demo)
+    main.add_command(study)
     from flywheel.cli.report import report
 
     main.add_command(report)

@@ -196,21 +196,79 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
         echo_json(out)
 
 
+@click.command("study")
+@click.option("--problems", "train", required=True,
+              help="Train set: passes sample, verify and deposit here (e.g. 'gen:all?n=20&seed=1&split=train').")
+@click.option("--heldout", required=True, help="Held-out set, run with and without near grafts "
+                                               "(e.g. 'gen:all?n=20&seed=2&split=heldout').")
+@click.option("--passes", type=click.IntRange(min=0), default=None, help="Train passes (default 2).")
+@click.option("--attempts", type=click.IntRange(min=1), default=None,
+              help="Sampled attempts per unsolved train problem, sharing one prefill (default 4).")
+@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
+@click.option("--curated", type=click.IntRange(min=0), default=None,
+              help="Curated worked solutions seeded per family (default 1; 0 = the model's own only).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write accuracy per pass and held-out with/without grafts to this PNG.")
+@_schedule_options
+@click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
+@click.pass_context
+def study(ctx: click.Context, train: str, heldout: str, passes: int | None, attempts: int | None,
+          budget: int | None, curated: int | None, seed: int, plot_path: Path | None, slots: int | None,
+          dtype: str | None, as_json: bool) -> None:
+    """The capability measurement: train passes on the model's own verified solutions, then held-out
+    accuracy with vs without near grafts, paired (Wilson intervals, exact McNemar test).
+
+    \b
+    Example:
+      flywheel --library /tmp/study study --problems 'gen:all?n=10&seed=1&split=train' \\
+          --heldout 'gen:all?n=20&seed=2&split=heldout' --passes 2 --attempts 4 --budget 96 --json
+    """
+    from flows import study as st
+
+    cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
+                  attempts=attempts or st.DEFAULT_ATTEMPTS)
+    with _progress(True):
+        out = st.run_study(cfg, train=train, heldout=heldout,
+                           passes=st.DEFAULT_PASSES if passes is None else passes,
+                           curated=st.DEFAULT_CURATED if curated is None else curated,
+                           progress=lambda line: click.echo(line, err=True))
+    h = out["heldout"]
+    for arm in ("without_graft", "with_graft"):
+        a = h[arm]
+        click.echo(f"held-out {arm.replace('_', ' ')}: {a['correct']}/{h['n']} = {a['accuracy']:.1%} "
+                   f"(95% CI {a['ci95'][0]:.1%}-{a['ci95'][1]:.1%})", err=as_json)
+    click.echo(f"paired: only with graft {h['only_with']}, only without {h['only_without']}; exact McNemar "
+               f"p = {h['mcnemar_p']:.3g} (power to see a 3:1 split: {h['power_3to1']:.0%})", err=as_json)
+    for fam, f in out["families"].items():
+        click.echo(f"  {fam:>10}: {f['without_graft']['correct']}/{f['n']} -> {f['with_graft']['correct']}/{f['n']}"
+                   f" (p = {f['mcnemar_p']:.3g})", err=as_json)
+    if plot_path is not None:
+        st.plot(out, plot_path)
+        click.echo(f"plot: {plot_path}", err=as_json)
+    if as_json:
+        echo_json(out)
+
+
 @click.command("demo")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the demo library goes (default: a fresh temporary directory).")
 @click.option("--budget", type=click.IntRange(min=1), default=None, help=_BUDGET_HELP)
-@click.option("--champ", "n_champ", type=click.IntRange(min=1), default=6, show_default=True, help="CHAMP problems.")
-@click.option("--linear", "n_linear", type=click.IntRange(min=0), default=4, show_default=True,
-              help="gen:linear problems.")
+@click.option("--champ", "n_champ", type=click.IntRange(min=1), default=None, help="CHAMP problems (default 4).")
+@click.option("--families", "per_family", type=click.IntRange(min=0), default=None,
+              help="Generated problems per word-problem family, 10 families (default 2).")
+@click.option("--attempts", type=click.IntRange(min=1), default=None,
+              help="Sampled attempts per problem in each pass, sharing one prefill (default 4).")
+@_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
-def demo(ctx: click.Context, workdir: Path | None, budget: int | None, n_champ: int, n_linear: int, as_json: bool) -> None:
-    """The flywheel end to end: pass 1 without knowledge, curated CHAMP deposits, pass 2 from grafts.
+def demo(ctx: click.Context, workdir: Path | None, budget: int | None, n_champ: int | None, per_family: int | None,
+         attempts: int | None, slots: int | None, dtype: str | None, as_json: bool) -> None:
+    """The flywheel end to end: sibling-seeded pass 1 with self-deposits, curated CHAMP deposits, pass 2 from grafts.
 
     \b
     Example:
-      flywheel demo            # ~5 min on 2 CPU cores with the default model
+      flywheel demo            # a few minutes on 2 CPU cores with the default model
     """
     _quiet_prefect()
     from flows.demo import describe, run_demo
@@ -218,8 +276,9 @@ def demo(ctx: click.Context, workdir: Path | None, budget: int | None, n_champ: 
     s = settings_of(ctx)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="flywheel-demo-"))
     with _progress(True):
-        out = run_demo(workdir, model=s.model, champ=n_champ, linear=n_linear,
-                       **({"budget": budget} if budget is not None else {}))
+        given = {"budget": budget, "champ": n_champ, "per_family": per_family, "attempts": attempts, "slots": slots,
+                 "dtype": dtype}
+        out = run_demo(workdir, model=s.model, **{k: v for k, v in given.items() if v is not None})
     for line in describe(out):
         click.echo(line, err=as_json)
     report = ctx.find_root().command.commands.get("report")  # type: ignore[attr-defined]

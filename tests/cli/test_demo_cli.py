@@ -10,18 +10,20 @@ from tests.cli.conftest import Run
 
 def test_demo_runs_two_passes_and_grafts_the_recurring_problems(flywheel: Run, tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
-    proc = flywheel("demo", "--workdir", str(workdir), "--champ", "2", "--linear", "1", "--budget", "6", "--json",
-                    check=True, timeout=900)
+    proc = flywheel("demo", "--workdir", str(workdir), "--champ", "2", "--families", "1", "--attempts", "2",
+                    "--budget", "6", "--json", check=True, timeout=900)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(out["curated"]) == 2 and len(out["curated_ids"]) == 2
+    assert len(out["curated"]) == 2 and len(out["curated_ids"]) == 2 and len(out["siblings"]) == 10
     first = {r["problem_id"]: r for r in out["pass1"]["results"]}
     second = {r["problem_id"]: r for r in out["pass2"]["results"]}
-    assert set(first) == set(second) and len(first) == 3
-    assert {r["route"] for r in first.values()} == {"none"}            # an empty library routes nothing
+    assert set(first) == set(second) and len(first) == 12
+    assert {first[pid]["route"] for pid in out["curated_ids"]} == {"none"}   # no CHAMP knowledge in pass 1
+    assert all(r["attempts"] == 2 for r in first.values() if not r["verified"])
+    assert out["self_deposited_ids"] == sorted(pid for pid, r in first.items() if r["verified"])
     for pid in out["curated_ids"]:                                     # the curated ones recur exactly
         assert second[pid]["route"] == "exact" and second[pid]["grafted_artifact"] in out["curated"]
         assert second[pid]["restored_tokens"] > 0
-    assert "pass 1 (no knowledge)" in proc.stderr and "recurring CHAMP problems" in proc.stderr
+    assert "deposited by the model itself in pass 1" in proc.stderr and "recurring CHAMP problems" in proc.stderr
     report = flywheel("--library", str(workdir / "library"), "report", "--format", "json", check=True)
     runs = json.loads(report.stdout)["runs"]
     assert {r["run_id"] for r in runs} == {out["pass1"]["run_id"], out["pass2"]["run_id"]}
