@@ -52,7 +52,6 @@ from flows.tasks import (
 from flywheel import config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
 from flywheel.catalog import AttemptRecord, GraftRecord
-from flywheel.catalog.records import bounded_text
 from flywheel.decode import DEFAULT_SLOTS, KERNEL_PATH
 from flywheel.errors import InputError
 
@@ -95,6 +94,8 @@ class RunConfig(BaseModel):
                               description="worker processes of the temporary local Dask cluster")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="engine dtype; bfloat16 is opt-in "
                                                   "(its own fingerprint: float32 artifacts are refused)")
+    near_members: int = Field(1, ge=1, le=16, description="related verified solutions grafted together on a "
+                              "near route (one composite artifact, built once)")
     slots: int = Field(DEFAULT_SLOTS, ge=1, le=256, description="decode slots: attempts decoded together "
                        "(a slot's bits do not depend on this number; see flywheel.decode)")
 
@@ -175,7 +176,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
                 if on_problem:
                     on_problem(problem.id, rate[0])
                 continue
-            decision = route_problem(env, problem, cfg.no_graft)
+            decision = route_problem(env, problem, cfg.no_graft, cfg.near_members)
             attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled else None) for k in pending]
             open_forks[problem.id] = len(attempts)
             yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
@@ -192,26 +193,15 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
             model_seconds += result.wall_seconds
             ledger.settle(granted=result.budget, used=result.decode_tokens)
             verdict = verify(problem, result.answer)
-            if (verdict.ok and cfg.deposit and decision.kind != "exact" and problem.id not in deposited
+            if (verdict.equivalent and cfg.deposit and decision.kind != "exact" and problem.id not in deposited
                     and problem.id not in solved):
                 deposit_own(env, problem, result, deposited_by)
                 deposited.add(problem.id)
-            if verdict.ok:
+            if verdict.equivalent:
                 solved.add(problem.id)
-            grafts = [GraftRecord(r.artifact, "refused", r.reason) for r in result.refused]
-            if result.grafted_artifact:
-                grafts.append(GraftRecord(result.grafted_artifact, "ok", None, result.restored_tokens))
-            record(env, AttemptRecord(
-                run_id=run_id, problem_id=problem.id, attempt_index=k, route=decision.kind, budget=result.budget,
-                route_score=decision.score, routed_artifact_sha=decision.artifact_sha,
-                grafted_artifact_sha=result.grafted_artifact,
-                prompt_tokens=result.prefill_tokens, prefill_tokens=result.prefill_tokens,
-                restored_tokens=result.restored_tokens, decode_tokens=result.decode_tokens,
-                budget_exhausted=result.budget_exhausted, answer=result.answer, verified=verdict.ok,
-                verdict_status=verdict.status, wall_seconds=result.wall_seconds,
-                energy_joules=result.energy_joules, energy_source=result.energy_source,
-                logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),
-                stop_reason=result.stop_reason), grafts)
+            record(env, AttemptRecord.from_result(result, verdict, run_id=run_id, problem_id=problem.id,
+                                                  attempt_index=k, route=decision),
+                   GraftRecord.tried_in(result))
             open_forks[problem.id] -= 1
             if open_forks[problem.id] == 0 and on_problem:
                 on_problem(problem.id, rate[0])

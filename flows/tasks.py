@@ -17,6 +17,7 @@ from flywheel.router import RouteDecision
 
 if TYPE_CHECKING:
     from flywheel.engine import Engine
+    from verifiers import Verdict
 
 
 def _transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -55,16 +56,6 @@ class Env:
         return runtime.engine(self.model, EngineSettings(dtype=self.dtype))  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class Verified:
-    status: str
-    reason: str
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "equivalent"
-
-
 @task(name="load-problems", **LOCAL)
 def load_problems(spec: str, limit: int | None = None) -> ProblemSet:
     """Resolve the problem set spec (champ, file, gen family)."""
@@ -85,8 +76,7 @@ def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None
     existing = lib.catalog.get_run(run_id)
     if existing is not None:
         _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule)
-    lib.catalog.upsert_problems(ProblemSpec(text=p.text, id=p.id, reference=p.reference, source=p.source or None)
-                                for p in pset.problems)
+    lib.catalog.upsert_problems(ProblemSpec.of(p) for p in pset.problems)
     lib.catalog.create_run(run_id=run_id, problem_set=pset.spec, problem_set_hash=pset.hash, budget=budget,
                            attempts=attempts, model_name=eng.fingerprint.model,
                            model_fingerprint=eng.fingerprint.digest, no_graft=no_graft, run_budget=run_budget,
@@ -117,23 +107,18 @@ def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, 
 
 
 @task(name="route", **LOCAL)
-def route_problem(env: Env, problem: Problem, no_graft: bool) -> RouteDecision:
-    """Exact recurrence, near neighbour, or none (forced by --no-graft)."""
+def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int = 1) -> RouteDecision:
+    """Exact recurrence, near neighbour(s), or none (forced by --no-graft)."""
     if no_graft:
         return RouteDecision("none", None, 0.0, None)
     eng, lib = env.engine(), runtime.library(env.library, env.db_url)
-    return lib.route(eng, problem.text)
+    return lib.route(eng, problem.text, members=near_members)
 
 
 @task(name="verify", **LOCAL)
-def verify(problem: Problem, answer: str | None) -> Verified:
+def verify(problem: Problem, answer: str | None) -> Verdict:
     """Check the answer against the reference (or by substitution when there is none)."""
-    from flywheel.library import verify_answer
-
-    if answer is None or not answer.strip():
-        return Verified("unparseable", "no answer in the output")
-    status, reason = verify_answer(problem, answer)
-    return Verified(status, reason)
+    return problem.check(answer)
 
 
 @task(name="deposit", **CATALOG_WRITE)

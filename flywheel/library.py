@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +50,8 @@ class DepositResult:
 
 #: Longest problem, solution, answer or reference text a deposit (or an import) accepts.
 MAX_TEXT_CHARS = MAX_CELL_CHARS
+#: Where composite near-graft artifacts live, under the library root (not catalogued deposits).
+COMPOSITES_DIR = "composites"
 #: Longest problem id: the catalog column's width.
 MAX_ID_CHARS = 255
 
@@ -139,6 +141,7 @@ class Library:
         self.catalog = catalog
         self._router_config = router_config
         self._router: Router | None = None
+        self._composites: ArtifactStore | None = None
 
     @classmethod
     def open(cls, root: Path | None = None, db_url: str | None = None,
@@ -265,11 +268,70 @@ class Library:
         # Hashed once, by parse_artifact against the requested id: corrupt, truncated or
         # substituted bytes raise before any tensor reaches the engine.
         data = self.store.get_unchecked(sha256)
+        if data is None and (self.root / COMPOSITES_DIR).is_dir():
+            data = self.composites.get_unchecked(sha256)
         if data is None:
             raise ArtifactNotFoundError(f"artifact {sha256[:12]} is catalogued but its file is missing",
                                         hint="`flywheel library verify` lists missing files; re-deposit or import them")
         return graft(engine, parse_artifact(data, expected_sha256=sha256))
 
-    def route(self, engine: Engine, problem_text: str) -> RouteDecision:
-        """Route a problem among artifacts of `engine`'s fingerprint (exact, near or none)."""
-        return self.router.route(problem_text, engine.fingerprint.digest)
+    def route(self, engine: Engine, problem_text: str, *, members: int | None = None) -> RouteDecision:
+        """Route a problem among artifacts of `engine`'s fingerprint (exact, near or none).
+
+        A near route with several members grafts their composite (`composite`), built once.
+        """
+        decision = self.router.route(problem_text, engine.fingerprint.digest, members=members)
+        if decision.kind == "near" and len(decision.members) > 1:
+            decision = replace(decision, artifact_sha=self.composite(engine, decision.members))
+        return decision
+
+    # --- composite near grafts --------------------------------------------------------------------
+
+    @property
+    def composites(self) -> ArtifactStore:
+        """Composite artifacts (several verified solutions prefilled together), apart from deposits."""
+        if self._composites is None:
+            from flywheel.store import LocalStore
+
+            self._composites = LocalStore(self.root / COMPOSITES_DIR / "artifacts", name_of=artifact_name)
+        return self._composites
+
+    def composite(self, engine: Engine, members: Sequence[str]) -> str:
+        """The artifact of `members`' worked solutions prefilled together; computed once, then reused.
+
+        Members are ordered by artifact id (a fixed order: the same set gives the same bytes
+        whichever problem routed to it) and the artifact is content-addressed like any other;
+        `<root>/composites/keys/<key>` maps the key (members, template, fingerprint) to it.
+        Every member must be a catalogued artifact of this engine's fingerprint.
+        """
+        import hashlib
+
+        from flywheel.engine import canonical_json
+        from flywheel.prompts import composite_prefix
+        from flywheel.store import atomic_write_bytes
+
+        ordered = sorted(set(members))
+        fp = engine.fingerprint.digest
+        key = hashlib.sha256(canonical_json({"members": ordered, "template": TEMPLATE_VERSION,
+                                             "fingerprint": fp}).encode()).hexdigest()
+        key_file = self.root / COMPOSITES_DIR / "keys" / key
+        if key_file.is_file():
+            sha = key_file.read_text().strip()
+            if self.composites.contains(sha):
+                return sha
+        examples = []
+        for member in ordered:
+            art = self.catalog.get_artifact(member)
+            sol = self.catalog.get_solution(art.solution_id)
+            prob = self.catalog.get_problem(art.problem_id)
+            if art.fingerprint_digest != fp or sol is None or prob is None:
+                raise LibraryError(f"composite member {member[:12]} is not a catalogued artifact of this engine",
+                                   hint="flywheel library verify; flywheel library rebuild")
+            examples.append((prob.text, sol.text, sol.answer))
+        ids = engine.encode(composite_prefix(examples))
+        cache, last = engine.prefill(ids)
+        artifact = capture(engine, cache, ids, last, meta={"members": ",".join(ordered), "template": TEMPLATE_VERSION})
+        sha = self.composites.put(artifact.to_bytes())
+        key_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(key_file, sha.encode())
+        return sha

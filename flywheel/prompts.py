@@ -8,17 +8,28 @@ every artifact's bytes: bump `TEMPLATE_VERSION` and rebuild the library.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 TEMPLATE_VERSION = "v1"
 
 AttemptMode = Literal["answer", "solve"]
+OPEN_SLOT = "Problem:"   # where the next problem is asked
 
 
 def graft_prefix(problem: str, solution: str, answer: str) -> str:
     """Problem, worked solution and final answer, then the open slot for the next problem."""
     return (f"Problem: {problem.strip()}\nSolution: {solution.strip()}\nFinal answer: {answer.strip()}\n\n"
-            "Problem:")
+            + OPEN_SLOT)
+
+
+def composite_prefix(examples: Sequence[tuple[str, str, str]]) -> str:
+    """Several worked examples (problem, solution, answer) in the given order, then the open slot.
+
+    With one example it is exactly `graft_prefix`; a `near` graft of m related solutions uses it.
+    """
+    blocks = [graft_prefix(*example)[:-len(OPEN_SLOT)] for example in examples]
+    return "".join(blocks) + OPEN_SLOT
 
 
 def attempt_suffix(problem: str, mode: AttemptMode = "solve") -> str:

@@ -31,6 +31,9 @@ class RouterConfig:
     hnsw_m: int = 32
     search_k: int = 8  # neighbours examined, so a candidate the catalog no longer vouches for is skipped
     include_unverified: bool = False  # route to --unverified deposits only when asked
+    # Related solutions grafted together on a near route (their composite artifact, see
+    # Library.composite). 1 until measured otherwise: BENCHMARKS.md, "Held-out transfer".
+    near_members: int = 1
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class RouteDecision:
     artifact_sha: str | None
     score: float
     problem_id: str | None
+    members: tuple[str, ...] = ()   # near: the member artifacts when several are grafted together
 
 
 def _default_embedder(texts: Sequence[str]) -> np.ndarray:
@@ -103,8 +107,13 @@ class Router:
 
     # --- routing ---------------------------------------------------------------------------------
 
-    def route(self, problem_text: str, fingerprint: str) -> RouteDecision:
-        """Decide how to seed `problem_text` for an engine whose fingerprint digest is `fingerprint`."""
+    def route(self, problem_text: str, fingerprint: str, *, members: int | None = None) -> RouteDecision:
+        """Decide how to seed `problem_text` for an engine whose fingerprint digest is `fingerprint`.
+
+        A near route names the best routable artifact and, with `members` (default
+        `config.near_members`) above 1, up to that many routable neighbours above the threshold.
+        """
+        want = max(1, members if members is not None else self.config.near_members)
         hit = self.catalog.exact_match(problem_text, fingerprint, self.config.include_unverified)
         if hit is not None:
             return RouteDecision("exact", hit.artifact_sha256, 1.0, hit.problem_id)
@@ -112,14 +121,19 @@ class Router:
         if not len(index):
             return RouteDecision("none", None, 0.0, None)
         query = self.embedder([problem_text])[0]
-        results = index.search(query, self.config.search_k)
+        results = index.search(query, max(self.config.search_k, 2 * want))
         best = results[0][0] if results else 0.0
+        hits = []
         for score, entry in results:
-            if score < self.config.near_threshold:
+            if score < self.config.near_threshold or len(hits) == want:
                 break
             if self._still_routable(entry.artifact_sha256, fingerprint):
-                return RouteDecision("near", entry.artifact_sha256, score, entry.problem_id)
-        return RouteDecision("none", None, max(best, 0.0), None)
+                hits.append((score, entry))
+        if not hits:
+            return RouteDecision("none", None, max(best, 0.0), None)
+        score, top = hits[0]
+        return RouteDecision("near", top.artifact_sha256, score, top.problem_id,
+                             tuple(e.artifact_sha256 for _, e in hits) if len(hits) > 1 else ())
 
     def _still_routable(self, sha: str, fingerprint: str) -> bool:
         """Re-check a candidate against the catalog: present, same fingerprint, verified (unless asked)."""
