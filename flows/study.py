@@ -148,7 +148,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = DEFAULT
         "inputs": {"train": train, "train_hash": train_set.hash, "heldout": heldout, "heldout_hash": held_set.hash,
                    "train_heldout_overlap": len(overlap), "model": cfg.model,
                    "model_fingerprint": eng.fingerprint.digest, "budget": cfg.budget, "attempts": cfg.attempts,
-                   "seed": cfg.seed, "slots": cfg.slots, "curated": seeded, "artifacts": artifacts},
+                   "seed": cfg.seed, "slots": cfg.slots, "near_members": cfg.near_members, "curated": seeded, "artifacts": artifacts},
     }
 
 

@@ -11,8 +11,12 @@ mkdir -p "$PREFECT_HOME" "$WORKDIR"
 echo "== 1. Byte-exact graft on the default model (own position, past the 512-token window; shifted control)"
 $FLYWHEEL verify-graft --samples 3 --prefix-tokens 35 600 1200 --offset 3
 echo
-echo "== 2. The flywheel: pass 1 with an empty library, curated CHAMP solutions deposited, pass 2 from grafts"
-echo "   (library and catalog in $WORKDIR; ~12 minutes on 2 CPU cores)"
+echo "== 1b. The same inside the batched decode schedule (4 slots, samples as each other's neighbours)"
+$FLYWHEEL verify-graft --slots 4 --samples 4 --prefix-tokens 35 600
+echo
+echo "== 2. The flywheel: one curated sibling per word-problem family; pass 1 samples 4 attempts per problem"
+echo "   on batched decode slots and deposits what the model verifies itself; curated CHAMP solutions are"
+echo "   deposited; pass 2 answers the recurring problems from grafts (library and catalog in $WORKDIR)"
 $FLYWHEEL demo --workdir "$WORKDIR"
 $FLYWHEEL --library "$WORKDIR/library" report --format csv --plot "$WORKDIR/report.png" > "$WORKDIR/report.csv"
 echo

@@ -208,13 +208,16 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
 @click.option("--curated", type=click.IntRange(min=0), default=None,
               help="Curated worked solutions seeded per family (default 1; 0 = the model's own only).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--members", "near_members", type=click.IntRange(1, 16), default=None,
+              help="Related verified solutions grafted together on a near route (default 1).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write accuracy per pass and held-out with/without grafts to this PNG.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def study(ctx: click.Context, train: str, heldout: str, passes: int | None, attempts: int | None,
-          budget: int | None, curated: int | None, seed: int, plot_path: Path | None, slots: int | None,
+          budget: int | None, curated: int | None, seed: int, near_members: int | None, plot_path: Path | None,
+          slots: int | None,
           dtype: str | None, as_json: bool) -> None:
     """The capability measurement: train passes on the model's own verified solutions, then held-out
     accuracy with vs without near grafts, paired (Wilson intervals, exact McNemar test).
@@ -227,7 +230,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int | None, atte
     from flows import study as st
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
-                  attempts=attempts or st.DEFAULT_ATTEMPTS)
+                  attempts=attempts or st.DEFAULT_ATTEMPTS, near_members=near_members)
     with _progress(True):
         out = st.run_study(cfg, train=train, heldout=heldout,
                            passes=st.DEFAULT_PASSES if passes is None else passes,
