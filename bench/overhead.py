@@ -43,9 +43,11 @@ from typing import Any  # noqa: E402
 
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
 from flows.demo import write_set  # noqa: E402
-from flows.tasks import Env, attempt_problem, finish_run, open_run, record, route_problem, verify  # noqa: E402
+from flows.tasks import Env, finish_run, open_run, record, route_problem, verify  # noqa: E402
 from flywheel import config  # noqa: E402
+from flywheel.attempt import run_attempt  # noqa: E402
 from flywheel.catalog import AttemptRecord, GraftRecord  # noqa: E402
+from flywheel.decode import KERNEL_PATH  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, load_problem_set  # noqa: E402
 
 TARGET = 0.05  # the bar: overhead under 5% of a recurring answer's wall time
@@ -72,7 +74,8 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
     pset = load_problem_set(spec)
     clock = time.perf_counter
     t0 = clock()
-    open_run.fn(env, pset, run_id=run_id, flow_run_id=None, budget=budget, attempts=1, no_graft=False, run_budget=None)
+    open_run.fn(env, pset, run_id=run_id, flow_run_id=None, budget=budget, attempts=1, no_graft=False, run_budget=None,
+                schedule={"slots": 1, "kernel": KERNEL_PATH, "dtype": env.dtype})
     t_open = clock() - t0
     lib, engine = runtime.library(env.library, env.db_url), runtime.engine(env.model)
     rows = []
@@ -80,24 +83,18 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
         t0 = clock()
         decision = route_problem.fn(env, problem, False)
         t1 = clock()
-        result = attempt_problem.fn(env, problem, decision, budget, None, False)
+        result = run_attempt(engine, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha, budget=budget)
         t2 = clock()
         verdict = verify.fn(problem, result.answer)
         t3 = clock()
-        grafts = [GraftRecord(result.grafted_artifact, "ok", None, result.restored_tokens)] if result.grafted_artifact else []
-        record.fn(env, AttemptRecord(
-            run_id=run_id, problem_id=problem.id, attempt_index=0, route=decision.kind, budget=budget,
-            route_score=decision.score, routed_artifact_sha=decision.artifact_sha, grafted_artifact_sha=result.grafted_artifact,
-            prompt_tokens=result.prefill_tokens, prefill_tokens=result.prefill_tokens, restored_tokens=result.restored_tokens,
-            decode_tokens=result.decode_tokens, budget_exhausted=result.budget_exhausted, answer=result.answer,
-            verified=verdict.ok, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
-            logits_sha256=result.logits_sha256, seed=result.seed), grafts)
+        record.fn(env, AttemptRecord.from_result(result, verdict, run_id=run_id, problem_id=problem.id, attempt_index=0,
+                                                 route=decision), GraftRecord.tried_in(result))
         t4 = clock()
         if decision.artifact_sha:  # the graft load alone (store read, hash checks, graft), inside the model time
             lib.load_graft(engine, decision.artifact_sha)
         t5 = clock()
         rows.append({"route_s": t1 - t0, "attempt_s": t2 - t1, "model_s": result.wall_seconds, "verify_s": t3 - t2,
-                     "record_s": t4 - t3, "graft_load_s": t5 - t4, "route": decision.kind, "verified": verdict.ok,
+                     "record_s": t4 - t3, "graft_load_s": t5 - t4, "route": decision.kind, "verified": verdict.equivalent,
                      "decode_tokens": result.decode_tokens})
     t0 = clock()
     finish_run.fn(env, run_id)
@@ -121,7 +118,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         flywheel_run(RunConfig(problems=spec, budget=0, limit=1, deposit=False, model=model, library=str(root / "warm-up")))
         t_server = time.perf_counter() - t0
         route_problem.fn(env, problems[0], False)  # warm the router (catalog query) and the model
-        attempt_problem.fn(env, problems[0], route_problem.fn(env, problems[0], False), args.budget, None, False)
+        warm = route_problem.fn(env, problems[0], False)
+        run_attempt(engine, lib, problems[0], route=warm.kind, artifact_sha=warm.artifact_sha, budget=args.budget)
         tag = f"bench-overhead-{time.strftime('%Y%m%dT%H%M%S')}"
         summary, walls, total = flow_pass(RunConfig(problems=spec, budget=args.budget, model=model, library=library,
                                                     run_id=f"{tag}-flow"))

@@ -302,7 +302,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     """Every check of every entry; raises `BundleRefusedError` naming the first bad one."""
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.catalog.normalize import text_hash
-    from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, contradicted, verify_answer
+    from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, contradicted
     from flywheel.problemsets import Problem
     from flywheel.prompts import graft_prefix
 
@@ -375,8 +375,9 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
             if header.token_ids != engine.encode(graft_prefix(problem.text, s["text"], s["answer"])):
                 raise bad("its tokens are not the graft text of the problem, solution and answer it is filed under",
                           hint="the bundle was altered; import only bundles written by `flywheel library export`")
-        status, reason = verify_answer(problem, s["answer"])
-        unverified = status != "equivalent"
+        verdict = problem.check(s["answer"])
+        status, reason = verdict.status, verdict.reason
+        unverified = not verdict.equivalent
         if contradicted(status):
             raise bad(f"the answer {printable(s['answer'], 60)!r} is contradicted by the verifier: "
                       f"{printable(reason, 160)}")
@@ -386,7 +387,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
                       hint="pass --unverified to import such entries marked unverified (never routed unless asked)")
         checked.append(_Checked(
             staged,
-            ProblemSpec(text=problem.text, id=problem.id, reference=problem.reference, source=problem.source or None),
+            ProblemSpec.of(problem),
             SolutionSpec(text=s["text"], answer=s["answer"], verdict_status=status, verdict_reason=reason,
                          deposited_by=s["deposited_by"], unverified=unverified),
             ArtifactSpec(sha256=sha, fingerprint_digest=header.fingerprint_digest,

@@ -31,11 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flywheel.domain import canonical_json, json_sha256
 from flywheel.errors import InputError
 from flywheel.families import FAMILIES, SPLITS, Family, Split, word_families
+
+if TYPE_CHECKING:
+    from verifiers import Verdict
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,21 @@ class Problem:
     solution: str | None = None
     source: str = ""
     meta: dict[str, str] = field(default_factory=dict)
+
+    def check(self, answer: str | None) -> Verdict:
+        """The verifier's verdict on `answer`: against `reference` when there is one, else by substitution.
+
+        No answer at all (None or blank) is `unparseable`.
+
+        Example: `Problem("p1", "What is 2+2?", reference="4").check("4").equivalent` -> True.
+        """
+        import verifiers
+
+        if answer is None or not answer.strip():
+            return verifiers.Verdict("unparseable", "no answer in the output")
+        if self.reference is not None and self.reference.strip():
+            return verifiers.check(answer, self.reference)
+        return verifiers.check_by_substitution(self.text, answer)
 
 
 def set_hash(problems: list[Problem]) -> str:
