@@ -227,6 +227,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int | None, atte
       flywheel --library /tmp/study study --problems 'gen:all?n=10&seed=1&split=train' \\
           --heldout 'gen:all?n=20&seed=2&split=heldout' --passes 2 --attempts 4 --budget 96 --json
     """
+    _quiet_prefect()   # before Prefect is imported
     from flows import study as st
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
