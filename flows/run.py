@@ -223,6 +223,10 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     env = Env(model=cfg.model, library=cfg.library, dtype=cfg.dtype,
               db_url=config.database_url(config.library_root(cfg.library), cfg.db_url))
     pset = load_problems(cfg.problems, cfg.limit)
+    window = env.engine().context_window
+    if window and cfg.budget > window:
+        raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
+                         hint=f"a decode budget of at most {window:,} tokens")
     schedule = {"slots": cfg.slots, "kernel": KERNEL_PATH, "dtype": cfg.dtype}
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule)
@@ -231,13 +235,19 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     spent = sum(a.decode_tokens for a in prior)
     solved = {a.problem_id for a in prior if a.verified}
     deposited_by = flow_run_id or run_id
-    if cfg.task_runner == "dask":
-        model_seconds, workers = _solve_on_dask(env, cfg, run_id, deposited_by, pset.problems, done, solved, spent)
-    else:
-        progress = _Progress(len(pset.problems))
-        model_seconds = run_pass(env, cfg, run_id, deposited_by, pset.problems, done, solved,
-                                 BudgetLedger(cfg.budget, cfg.run_budget, spent), on_problem=progress)
-        workers = []
+    try:
+        if cfg.task_runner == "dask":
+            model_seconds, workers = _solve_on_dask(env, cfg, run_id, deposited_by, pset.problems, done, solved,
+                                                    spent)
+        else:
+            progress = _Progress(len(pset.problems))
+            model_seconds = run_pass(env, cfg, run_id, deposited_by, pset.problems, done, solved,
+                                     BudgetLedger(cfg.budget, cfg.run_budget, spent), on_problem=progress)
+            workers = []
+    except BaseException as err:
+        # Not `running` forever: what was recorded stays, and `--run-id` resumes the rest.
+        lib.catalog.finish_run(run_id, "interrupted" if isinstance(err, KeyboardInterrupt) else "failed")
+        raise
     finish_run(env, run_id)
     summary = summarize(lib, run_id, flow_run_id, pset.spec, pset.hash, order=[p.id for p in pset.problems])
     summary["skipped_rows"] = pset.skipped

@@ -109,7 +109,7 @@ class RunRow(Base):
     no_graft: Mapped[bool] = mapped_column(default=False)
     model_name: Mapped[str] = mapped_column(String(255))
     model_fingerprint: Mapped[str] = mapped_column(String(SHA_LEN))
-    status: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|failed
+    status: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|failed|interrupted
     decode_schedule: Mapped[str | None] = mapped_column(String(255))  # canonical JSON: slots, kernel, dtype
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -21,7 +21,8 @@ DEFAULT_PREFIX_TOKENS = (35, 256, 640, 1200)
                    "Accepts repeats or a space-separated list.")
 @click.option("--offset", default=0, show_default=True, type=click.IntRange(0, 1_000_000),
               help="Also graft shifted by K positions (RoPE re-rotation) and report its KL.")
-@click.option("--device", default="cpu", show_default=True, help="cpu or cuda (deterministic settings either way).")
+@click.option("--device", default="cpu", show_default=True, type=click.Choice(["cpu", "cuda"]),
+              help="cpu or cuda (deterministic settings either way).")
 @click.option("--slots", type=click.IntRange(1, 256), default=None,
               help="Check inside the batched decode schedule of B slots (samples are each other's neighbours).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
@@ -48,6 +49,10 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
     if slots is not None and offset:
         raise click.UsageError("--offset is measured in the single-sequence schedule; drop it with --slots")
     engine = Engine.load(settings.model, EngineSettings(device=device, dtype=dtype))  # type: ignore[arg-type]
+    window = engine.context_window
+    if window and max(lengths) + vg.CONTINUATION_TOKENS > window:
+        raise click.UsageError(f"--prefix-tokens {max(lengths):,} plus the {vg.CONTINUATION_TOKENS}-token continuation "
+                               f"is longer than {engine.fingerprint.model}'s {window:,}-token window")
 
     def show(sample: vg.Sample) -> None:
         if not as_json:

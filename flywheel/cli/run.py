@@ -62,8 +62,18 @@ def _progress(enabled: bool) -> Iterator[None]:
             bar.__exit__(None, None, None)
 
 
+def _check_sets(*specs: str | None) -> None:
+    """Load each problem set once before Prefect starts: a bad spec or file is one `Error:` line, at once."""
+    from flywheel.problemsets import load_problem_set
+
+    for spec in specs:
+        if spec is not None:
+            load_problem_set(spec)
+
+
 def _config(ctx: click.Context, **kw: Any) -> Any:
     _quiet_prefect()
+    _check_sets(kw.get("problems"))
     from flows.run import RunConfig
 
     s = settings_of(ctx)
@@ -179,6 +189,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
     Example:
       flywheel eval --problems 'gen:linear?n=10&seed=1' --heldout 'gen:linear?n=10&seed=2' --budget 96
     """
+    _check_sets(library_set)
     cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit, slots=slots,
                   dtype=dtype)
     from flows.evaluate import heldout_eval
@@ -228,6 +239,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int | None, atte
           --heldout 'gen:all?n=20&seed=2&split=heldout' --passes 2 --attempts 4 --budget 96 --json
     """
     _quiet_prefect()   # before Prefect is imported
+    _check_sets(heldout)
     from flows import study as st
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,

@@ -182,3 +182,19 @@ def test_every_attempt_keeps_its_decoded_text_and_why_it_stopped(scripted: str, 
     assert all(r.text == "9\nF" and r.decode_tokens == 3 for r in rows)  # the script, cut by the budget
     run = open_lib(lib_dir).catalog.get_run(out["run_id"])
     assert run is not None and json.loads(run.decode_schedule or "{}")["slots"] == RunConfig.model_fields["slots"].default
+
+
+def test_a_run_stopped_midway_is_marked_and_resumes(tiny: str, lib_dir: Path, set_file: Path) -> None:
+    def stop(done: int, total: int, problem_id: str) -> None:
+        raise KeyboardInterrupt
+
+    runtime.progress_hook = stop
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, run_id="run-stopped"))
+    finally:
+        runtime.progress_hook = None
+    run = open_lib(lib_dir).catalog.get_run("run-stopped")
+    assert run is not None and run.status == "interrupted"
+    out = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, run_id="run-stopped"))
+    assert len(out["results"]) == 2 and open_lib(lib_dir).catalog.get_run("run-stopped").status == "finished"
