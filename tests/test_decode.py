@@ -149,3 +149,29 @@ def test_real_model_slot_is_neighbour_invariant_past_the_window(real_engine: Eng
                                     request(real_engine, PROMPTS[4], 12, "b", temperature=0.7, seed=1), me()])["me"]
     assert mixed.slot != alone.slot
     assert step_shas(mixed) == step_shas(alone)
+
+
+def test_bfloat16_is_exact_within_itself_and_refuses_float32_artifacts(tiny_dirs: dict, tiny_gemma: Engine) -> None:
+    from flywheel.engine import EngineSettings
+    from flywheel.errors import FingerprintMismatchError
+    from flywheel.kv import verify
+
+    bf16 = Engine.load(str(tiny_dirs["gemma3"]), EngineSettings(dtype="bfloat16"), progress=False)
+    assert bf16.fingerprint.dtype == "bfloat16" and bf16.fingerprint.digest != tiny_gemma.fingerprint.digest
+    report = verify.run_slots(bf16, samples=4, prefix_tokens=[10, 3 * TINY_SLIDING_WINDOW], slots=3)
+    assert report.sha_equal == 4 and report.slot_count_invariant
+    alone = decode(bf16, 4, [request(bf16, PROMPTS[0], 30, "me")])["me"]
+    mixed = decode(bf16, 4, [request(bf16, PROMPTS[1], 9, "n"), request(bf16, PROMPTS[0], 30, "me")])["me"]
+    assert step_shas(alone) == step_shas(mixed)
+    ids = tiny_gemma.encode(PROMPTS[2])
+    cache, logits = tiny_gemma.prefill(ids)
+    with pytest.raises(FingerprintMismatchError, match="dtype"):
+        graft(bf16, capture(tiny_gemma, cache, ids, logits[-1]))
+
+
+def test_verify_graft_in_the_batched_schedule_on_the_tiny_model(tiny_gemma: Engine) -> None:
+    from flywheel.kv import verify
+
+    report = verify.run_slots(tiny_gemma, samples=5, prefix_tokens=[8, 2 * TINY_SLIDING_WINDOW + 3], slots=2)
+    assert report.ok and report.sha_equal == 5 and report.kl_max == 0.0 and report.argmax_agreement == 1.0
+    assert report.slot_count_invariant and report.schedule and report.schedule["slots"] == 2

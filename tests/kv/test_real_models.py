@@ -24,6 +24,13 @@ pytestmark = pytest.mark.real_model
 GEMMA_WINDOW = 512
 
 
+def test_default_model_graft_is_sha_equal_inside_the_batched_schedule(real_engine: Engine, tmp_path: Path) -> None:
+    report = verify_graft.run_slots(real_engine, samples=4, prefix_tokens=[35, GEMMA_WINDOW + 88], slots=4,
+                                    workdir=tmp_path)
+    assert report.ok and report.sha_equal == 4 and report.kl_max == 0.0
+    assert report.slot_count_invariant          # one slot alone == beside three neighbours, bit for bit
+
+
 @pytest.fixture(scope="module")
 def smollm() -> Engine:
     """SmolLM2-135M (Llama architecture), the second packaged model."""
