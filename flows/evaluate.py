@@ -6,7 +6,6 @@ only difference is the graft. The interval is Wilson's 95% score interval.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from flows import runtime
@@ -15,16 +14,9 @@ from flywheel import config
 from flywheel.engine import EngineSettings
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import load_problem_set
+from flywheel.stats import wilson
 
-
-def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (95% by default); (0, 1) when n is 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+__all__ = ["heldout_eval", "seed_library", "wilson"]
 
 
 def seed_library(cfg: RunConfig, spec: str, deposited_by: str = "curator:eval") -> int:
