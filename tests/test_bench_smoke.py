@@ -56,3 +56,14 @@ def test_graft_bench_restores_exactly_on_tiny_model(capsys: pytest.CaptureFixtur
     assert out["exact"] and out["rows"][0]["exact_by_path"] == {"store": True, "file": True, "torch_load": True}
     assert out["speedup"] > 0 and out["prefill_s"] > 0 and out["restore_s"] > 0
     assert out["machine"]["memcpy_bytes_per_s"] > 0 and out["machine"]["read_cold_bytes_per_s"] > 0
+
+
+def test_throughput_bench_compares_paths_on_tiny_model(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    out = run_bench("throughput.py", "--model", str(tiny_dirs["gemma3"]), "--problems", "4", "--budget", "6",
+                    "--slots", "2", "4", tmp_path=tmp_path)
+    assert out["problems"] == 4 and set(out["tokens_per_s"]) == {"2", "4"}
+    assert out["baseline_tokens_per_s"] > 0 and out["speedup_best"] > 0
+    assert out["machine"]["float32"]["memory_bytes_per_s"] > 0 and out["machine"]["float32"]["matmul_flop_per_s"] > 0
+    rows = {r["config"]: r for r in out["rows"]}
+    assert rows["one-at-a-time"]["tokens"] == rows["batched B=2"]["tokens"] or rows["batched B=2"]["tokens"] > 0
+    assert rows["batched B=2"]["steps"] < rows["batched B=2"]["tokens"]      # slots shared the steps
