@@ -65,5 +65,5 @@ def test_throughput_bench_compares_paths_on_tiny_model(tmp_path: Path, tiny_dirs
     assert out["baseline_tokens_per_s"] > 0 and out["speedup_best"] > 0
     assert out["machine"]["float32"]["memory_bytes_per_s"] > 0 and out["machine"]["float32"]["matmul_flop_per_s"] > 0
     rows = {r["config"]: r for r in out["rows"]}
-    assert rows["one-at-a-time"]["tokens"] == rows["batched B=2"]["tokens"] or rows["batched B=2"]["tokens"] > 0
+    assert rows["one-at-a-time"]["tokens"] > 0 and rows["batched B=2"]["tokens"] > 0
     assert rows["batched B=2"]["steps"] < rows["batched B=2"]["tokens"]      # slots shared the steps
