@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from flywheel.errors import ArtifactError, BundleRefusedError, InputError
+from flywheel.fsutil import atomic_writer
 from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
 from flywheel.terminal import printable
 
@@ -110,30 +111,26 @@ def export_bundle(lib: Library, path: Path, *, force: bool = False) -> int:
     if path.exists() and not path.is_file():
         raise InputError(f"{path} is not a file; nothing was written")
     entries: list[dict[str, Any]] = []
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with tarfile.open(tmp, "w") as tar:
-            for a in lib.catalog.list_artifacts(include_unverified=True):
-                data = lib.store.get(a.sha256)
-                if data is None:
-                    raise ArtifactError(f"artifact {a.sha256[:12]} is catalogued but its file is missing",
-                                        hint="run `flywheel library verify` and repair the library before exporting")
-                sol, prob = lib.catalog.get_solution(a.solution_id), lib.catalog.get_problem(a.problem_id)
-                assert sol is not None and prob is not None  # foreign keys guarantee both
-                entries.append({
-                    "sha256": a.sha256, "fingerprint_digest": a.fingerprint_digest,
-                    "fingerprint": json.loads(a.fingerprint_json), "model_name": a.model_name,
-                    "token_count": a.token_count, "size_bytes": a.size_bytes, "logits_sha256": a.logits_sha256,
-                    "problem": {"id": prob.id, "text": prob.text, "reference": prob.reference, "source": prob.source},
-                    "solution": {"text": sol.text, "answer": sol.answer, "verdict_status": sol.verdict_status,
-                                 "verdict_reason": sol.verdict_reason, "deposited_by": sol.deposited_by,
-                                 "unverified": sol.unverified}})
-                _add(tar, f"artifacts/{a.sha256}.kv", bytes(data))
-            manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "artifacts": entries}
-            _add(tar, MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # Durable and all-or-nothing; 0o666 before the umask: a bundle is made to be handed on.
+    with atomic_writer(path, mode=0o666) as fh, tarfile.open(fileobj=fh, mode="w") as tar:
+        for a in lib.catalog.list_artifacts(include_unverified=True):
+            data = lib.store.get(a.sha256)
+            if data is None:
+                raise ArtifactError(f"artifact {a.sha256[:12]} is catalogued but its file is missing",
+                                    hint="run `flywheel library verify` and repair the library before exporting")
+            sol, prob = lib.catalog.get_solution(a.solution_id), lib.catalog.get_problem(a.problem_id)
+            assert sol is not None and prob is not None  # foreign keys guarantee both
+            entries.append({
+                "sha256": a.sha256, "fingerprint_digest": a.fingerprint_digest,
+                "fingerprint": json.loads(a.fingerprint_json), "model_name": a.model_name,
+                "token_count": a.token_count, "size_bytes": a.size_bytes, "logits_sha256": a.logits_sha256,
+                "problem": {"id": prob.id, "text": prob.text, "reference": prob.reference, "source": prob.source},
+                "solution": {"text": sol.text, "answer": sol.answer, "verdict_status": sol.verdict_status,
+                             "verdict_reason": sol.verdict_reason, "deposited_by": sol.deposited_by,
+                             "unverified": sol.unverified}})
+            _add(tar, f"artifacts/{a.sha256}.kv", bytes(data))
+        manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "artifacts": entries}
+        _add(tar, MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
     return len(entries)
 
 

@@ -30,7 +30,6 @@ import json
 import mmap
 import os
 import struct
-import tempfile
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -43,6 +42,7 @@ from safetensors.torch import save as st_save
 from flywheel import ARTIFACT_FORMAT_VERSION
 from flywheel.domain import canonical_json
 from flywheel.errors import ArtifactIntegrityError, ArtifactMalformedError, ArtifactVersionError
+from flywheel.fsutil import atomic_write_bytes
 
 #: A header larger than this is refused before parsing (token ids of a 32k context fit easily).
 MAX_HEADER_BYTES = 16 * 1024 * 1024
@@ -118,7 +118,7 @@ class Artifact:
 
     def write(self, path: Path) -> Path:
         """Write atomically: temp file in the same directory, fsync, rename, fsync the directory."""
-        write_atomic(path, self.to_bytes())
+        atomic_write_bytes(path, self.to_bytes())
         return path
 
 
@@ -293,22 +293,3 @@ def read_artifact(path: Path, expected_sha256: str | None = None) -> Artifact:
     return parse_artifact(mapped, expected_sha256)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Durably write `data` to `path`: a reader sees the old file or the whole new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

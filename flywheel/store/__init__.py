@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from flywheel.fsutil import atomic_write_bytes  # re-exported: its home is flywheel.fsutil
 from flywheel.store.base import ArtifactStore, Namer, check_sha, sha256_hex
 from flywheel.store.fsspec_store import FsspecStore
-from flywheel.store.local import LocalStore, atomic_write_bytes
+from flywheel.store.local import LocalStore
 
 #: Sub-directory of the library root that holds artifact files.
 ARTIFACTS_DIR = "artifacts"

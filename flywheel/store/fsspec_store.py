@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import fsspec
 
 from flywheel.errors import LibraryError
+from flywheel.fsutil import atomic_write_bytes
 from flywheel.store.base import ArtifactStore, Namer, check_sha, sha256_hex, verified
 
 
@@ -17,7 +17,7 @@ class FsspecStore(ArtifactStore):
     """Artifacts as objects `<url>/<first two hex>/<sha>` on an fsspec filesystem.
 
     Object stores have no rename; an object PUT is already all-or-nothing there, and on
-    filesystems that do rename we write `<key>.<uuid>.tmp` and move it into place.
+    filesystems that do rename (local ones) the write is `flywheel.fsutil.atomic_write_bytes`.
 
     Args:
         url: the artifacts prefix, e.g. `s3://bucket/flywheel/artifacts` or `memory://lib/artifacts`.
@@ -54,19 +54,8 @@ class FsspecStore(ArtifactStore):
         if self.fs.exists(key) and self.fs.size(key) == len(data):
             return sha
         self.fs.makedirs(f"{self.root}/{sha[:2]}", exist_ok=True)
-        if self._atomic_rename:
-            tmp = f"{key}.{uuid.uuid4().hex}.tmp"
-            try:
-                with self.fs.open(tmp, "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    raw = getattr(fh, "f", None)  # the OS file under fsspec's LocalFileOpener
-                    if raw is not None:
-                        os.fsync(raw.fileno())
-                self.fs.mv(tmp, key)
-            finally:
-                if self.fs.exists(tmp):
-                    self.fs.rm(tmp)
+        if self._atomic_rename:   # a local filesystem: `key` is a path on it
+            atomic_write_bytes(Path(key), data)
         else:
             self.fs.pipe_file(key, data)
         return sha

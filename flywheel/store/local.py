@@ -3,39 +3,11 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from flywheel.fsutil import atomic_write_bytes, fsync_dir
 from flywheel.store.base import ArtifactStore, Namer, check_sha, sha256_hex, verified
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename or unlink inside `path` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` all-or-nothing: temp file in the same dir, fsync, rename, fsync dir."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:24]}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 class LocalStore(ArtifactStore):
@@ -65,7 +37,6 @@ class LocalStore(ArtifactStore):
         final = self.path_for(sha)
         if final.exists() and final.stat().st_size == len(data):
             return sha  # same name, same length: content-addressed, so the same bytes
-        # Temp file in the same directory, so os.replace is an atomic rename on one filesystem.
         atomic_write_bytes(final, data)
         return sha
 
@@ -92,7 +63,7 @@ class LocalStore(ArtifactStore):
             path.unlink()
         except FileNotFoundError:
             return False
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return True
 
     def iter_ids(self) -> Iterator[str]:
