@@ -24,7 +24,7 @@ from flywheel.problemsets import Problem, load_champ, load_problem_set
 
 #: The default demo set: a slice of CHAMP (recurring, with curated solutions) plus generated word problems.
 DEMO_CHAMP = 4
-DEMO_PER_FAMILY = 2       # generated problems per word-problem family (10 families)
+DEMO_PER_FAMILY = 1       # generated problems per word-problem family (10 families)
 DEMO_ATTEMPTS = 4         # sampled attempts per problem in pass 1, sharing one prefill
 DEMO_BUDGET = 64          # a generated worked solution is ~40 tokens
 CURATOR = "curator:demo"

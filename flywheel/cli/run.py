@@ -272,7 +272,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int | None, atte
 @click.option("--budget", type=click.IntRange(min=1), default=None, help=_BUDGET_HELP)
 @click.option("--champ", "n_champ", type=click.IntRange(min=1), default=None, help="CHAMP problems (default 4).")
 @click.option("--families", "per_family", type=click.IntRange(min=0), default=None,
-              help="Generated problems per word-problem family, 10 families (default 2).")
+              help="Generated problems per word-problem family, 10 families (default 1).")
 @click.option("--attempts", type=click.IntRange(min=1), default=None,
               help="Sampled attempts per problem in each pass, sharing one prefill (default 4).")
 @_schedule_options
