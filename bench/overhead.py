@@ -52,7 +52,6 @@ from flywheel.problemsets import Problem, load_champ, load_problem_set  # noqa: 
 
 TARGET = 0.05  # the bar: overhead under 5% of a recurring answer's wall time
 DEFAULT_PROBLEMS = 4
-DEFAULT_BUDGET = 160
 
 
 def flow_pass(cfg: RunConfig) -> tuple[dict[str, Any], list[float], float]:
@@ -182,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--problems", type=int, default=DEFAULT_PROBLEMS, help="CHAMP problems (from --offset)")
     p.add_argument("--offset", type=int, default=0, help="first CHAMP problem")
-    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="decode-token budget per problem")
-    p.add_argument("--model", default=None, help="model (default FLYWHEEL_MODEL or gemma3-270m)")
+    p.add_argument("--budget", type=int, default=config.DEFAULT_BUDGET, help="decode-token budget per problem")
+    p.add_argument("--model", default=None, help=f"model (default ${config.ENV_MODEL} or {config.DEFAULT_MODEL})")
     p.add_argument("--workdir", default=None, help="where the temporary library lives (default: system temp)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = p.parse_args(argv)

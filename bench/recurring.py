@@ -49,7 +49,6 @@ from flywheel.problemsets import load_champ  # noqa: E402
 REFERENCE = {"problems": 8, "budget_tokens": 401_026, "decode_tokens": 61, "token_factor": 6_574,
              "energy_factor": 8_700}
 DEFAULT_PROBLEMS = 4
-DEFAULT_BUDGET = 160
 
 
 def metered(meter: EnergyMeter, fn: Any) -> tuple[Any, Reading, float]:
@@ -152,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--problems", type=int, default=DEFAULT_PROBLEMS, help="CHAMP problems (from --offset)")
     p.add_argument("--offset", type=int, default=0, help="first CHAMP problem")
-    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="decode-token budget per problem, both passes")
-    p.add_argument("--model", default=None, help="model (default FLYWHEEL_MODEL or gemma3-270m)")
+    p.add_argument("--budget", type=int, default=config.DEFAULT_BUDGET, help="decode-token budget per problem, both passes")
+    p.add_argument("--model", default=None, help=f"model (default ${config.ENV_MODEL} or {config.DEFAULT_MODEL})")
     p.add_argument("--workdir", default=None, help="where the temporary library lives (default: system temp)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     args = p.parse_args(argv)

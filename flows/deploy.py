@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.run import RunConfig, flywheel_run
+from flywheel import config
 from flywheel.errors import InputError
 
 DEPLOYMENT_NAME = "flywheel"
@@ -36,5 +37,5 @@ def serve(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME) -> None:
     from prefect import serve as prefect_serve
 
     if cfg.db_url:  # served runs are child processes: they read the catalog URL from here
-        os.environ["FLYWHEEL_DB"] = cfg.db_url
+        os.environ[config.ENV_DB] = cfg.db_url
     prefect_serve(deployment(cfg, cron, name=name))

@@ -61,8 +61,6 @@ if TYPE_CHECKING:
     from flywheel.library import Library
     from flywheel.problemsets import Problem
 
-#: Default per-problem decode budget: enough for a short worked solution from a 270M model.
-DEFAULT_BUDGET = 160
 #: Worker processes of the temporary local Dask cluster: one per core of a 2-core machine.
 DEFAULT_DASK_WORKERS = 2
 
@@ -75,7 +73,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     problems: str = Field(description="champ, a .jsonl/.csv/.parquet path, or gen:FAMILY?n=N&seed=S")
-    budget: int = Field(DEFAULT_BUDGET, ge=0, description="decode-token budget per attempt")
+    budget: int = Field(config.DEFAULT_BUDGET, ge=0, description="decode-token budget per attempt")
     attempts: int = Field(1, ge=1, description="attempts per problem; >1 samples with seeds")
     run_budget: int | None = Field(None, ge=0, description="decode-token budget for the whole run")
     no_graft: bool = False

@@ -6,22 +6,33 @@ import os
 import re
 from pathlib import Path
 
+# The environment variables that override the defaults below (each read in one place: here,
+# or in the config class that owns the setting).
+ENV_LIBRARY = "FLYWHEEL_LIBRARY"
+ENV_DB = "FLYWHEEL_DB"
+ENV_MODEL = "FLYWHEEL_MODEL"
+ENV_MODEL_CACHE = "FLYWHEEL_MODEL_CACHE"
+ENV_CPU_WATTS = "FLYWHEEL_CPU_WATTS"          # read by `flywheel.energy.EnergyConfig.from_env`
+ENV_ENERGY_SOURCE = "FLYWHEEL_ENERGY_SOURCE"  # likewise
+
 DEFAULT_MODEL = "gemma3-270m"
 DEFAULT_LIBRARY = Path("library")
 #: Fixed intra-op thread count: reductions split differently across thread counts, so logits
 #: are only reproducible byte for byte under the same count.
 DEFAULT_THREADS = 2
+#: Decode-token budget per attempt: enough for a short worked solution from a 270M model.
+DEFAULT_BUDGET = 160
 
 
 def library_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The library root: the `--library` value, else `FLYWHEEL_LIBRARY`, else `./library`."""
-    value = explicit or os.environ.get("FLYWHEEL_LIBRARY") or DEFAULT_LIBRARY
+    value = explicit or os.environ.get(ENV_LIBRARY) or DEFAULT_LIBRARY
     return Path(value)
 
 
 def model_name(explicit: str | None = None) -> str:
     """The model: `--model`, else `FLYWHEEL_MODEL`, else the default `gemma3-270m`."""
-    return explicit or os.environ.get("FLYWHEEL_MODEL") or DEFAULT_MODEL
+    return explicit or os.environ.get(ENV_MODEL) or DEFAULT_MODEL
 
 
 def database_url(library: Path, explicit: str | None = None) -> str:
@@ -32,15 +43,15 @@ def database_url(library: Path, explicit: str | None = None) -> str:
     """
     if explicit:
         return validate_db_url(explicit, source="--db")
-    value = os.environ.get("FLYWHEEL_DB")
+    value = os.environ.get(ENV_DB)
     if value:
-        return validate_db_url(value, source="FLYWHEEL_DB")
+        return validate_db_url(value, source=ENV_DB)
     return f"sqlite:///{(library / 'catalog.db').resolve()}"
 
 
 def model_cache_dir() -> Path:
     """Where prepared (dequantized) models live, shared by every library on this machine."""
-    value = os.environ.get("FLYWHEEL_MODEL_CACHE")
+    value = os.environ.get(ENV_MODEL_CACHE)
     if value:
         return Path(value)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -51,8 +62,7 @@ def model_cache_dir() -> Path:
 
 #: Backends this build can open, with the driver module each needs.
 SUPPORTED_DB_BACKENDS = {"sqlite": "sqlite3", "postgresql": "psycopg"}
-#: Query keys that carry secrets in a database URL (`?password=...` and friends).
-_SECRET_KEYS = frozenset({"password", "passwd", "pass", "pwd", "secret", "sslpassword", "token"})
+#: Userinfo passwords and the query keys that carry secrets in a database URL (`?password=...` and friends).
 _URL_SECRET = re.compile(r"(?i)(://[^/@:\s]*:)([^@/\s]*)(@)|((?:password|passwd|pass|pwd|secret|sslpassword|token)=)([^&\s]*)")
 
 

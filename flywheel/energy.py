@@ -29,6 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from flywheel.config import ENV_CPU_WATTS, ENV_ENERGY_SOURCE
 from flywheel.errors import InputError
 
 Source = Literal["nvml", "rapl", "estimate"]
@@ -54,14 +55,14 @@ class EnergyConfig:
     def from_env(cls, **overrides: Any) -> EnergyConfig:
         """The defaults, with FLYWHEEL_CPU_WATTS / FLYWHEEL_ENERGY_SOURCE applied, then `overrides`."""
         values: dict[str, Any] = {}
-        watts = os.environ.get("FLYWHEEL_CPU_WATTS")
+        watts = os.environ.get(ENV_CPU_WATTS)
         if watts:
             try:
                 values["cpu_watts"] = float(watts)
             except ValueError as err:
-                raise InputError(f"FLYWHEEL_CPU_WATTS={watts!r} is not a number of watts",
-                                 hint="e.g. FLYWHEEL_CPU_WATTS=12.5") from err
-        forced = os.environ.get("FLYWHEEL_ENERGY_SOURCE")
+                raise InputError(f"{ENV_CPU_WATTS}={watts!r} is not a number of watts",
+                                 hint=f"e.g. {ENV_CPU_WATTS}=12.5") from err
+        forced = os.environ.get(ENV_ENERGY_SOURCE)
         if forced:
             values["source"] = forced
         values.update(overrides)
@@ -211,7 +212,7 @@ def detect_counter(config: EnergyConfig | None = None, device: str | None = None
         counter = _counter_for(config.source, config)
         if counter is None:
             raise InputError(f"energy source {config.source!r} is not available on this machine",
-                             hint="use --energy-source auto (or unset FLYWHEEL_ENERGY_SOURCE)")
+                             hint=f"use --energy-source auto (or unset {ENV_ENERGY_SOURCE})")
         return counter
     order: list[Source] = ["rapl", "estimate"]
     if device is None or device.startswith("cuda"):

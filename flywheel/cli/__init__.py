@@ -57,7 +57,7 @@ def error_text(err: FlywheelError, secrets: Iterable[str] = ()) -> str:
 
 
 def _secrets_of(ctx: click.Context) -> list[str]:
-    found = config.url_secrets(os.environ.get("FLYWHEEL_DB", ""))
+    found = config.url_secrets(os.environ.get(config.ENV_DB, ""))
     obj = ctx.find_root().obj
     if isinstance(obj, Settings):
         found += obj.secrets
@@ -145,9 +145,11 @@ def _carry_global_options(command: click.Command) -> None:
 
 @click.group(cls=FlywheelGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--library", "library", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Library root (env FLYWHEEL_LIBRARY, default ./library).")
-@click.option("--db", "db_url", default=None, help="Catalog SQLAlchemy URL (env FLYWHEEL_DB, default SQLite in the library).")
-@click.option("--model", "model", default=None, help="Model name or local path (env FLYWHEEL_MODEL, default gemma3-270m).")
+              help=f"Library root (env {config.ENV_LIBRARY}, default ./{config.DEFAULT_LIBRARY}).")
+@click.option("--db", "db_url", default=None,
+              help=f"Catalog SQLAlchemy URL (env {config.ENV_DB}, default SQLite in the library).")
+@click.option("--model", "model", default=None,
+              help=f"Model name or local path (env {config.ENV_MODEL}, default {config.DEFAULT_MODEL}).")
 @click.version_option(package_name="kv-flywheel")
 @click.pass_context
 def main(ctx: click.Context, library: Path | None, db_url: str | None, model: str | None) -> None:
@@ -163,10 +165,10 @@ def main(ctx: click.Context, library: Path | None, db_url: str | None, model: st
       flywheel run --problems 'gen:linear?n=5&seed=1' --budget 64
       flywheel report --format md
     """
-    secrets = config.url_secrets(db_url or "") + config.url_secrets(os.environ.get("FLYWHEEL_DB", ""))
+    secrets = config.url_secrets(db_url or "") + config.url_secrets(os.environ.get(config.ENV_DB, ""))
     root = config.library_root(library)
     ctx.obj = Settings(library=root, db_url=config.database_url(root, db_url), model=config.model_name(model),
-                       db_explicit=bool(db_url or os.environ.get("FLYWHEEL_DB")), secrets=secrets)
+                       db_explicit=bool(db_url or os.environ.get(config.ENV_DB)), secrets=secrets)
 
 
 def _attach() -> None:
