@@ -47,9 +47,9 @@ from procmem import release_free_memory, status_kb  # bench/procmem.py
 from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 from flywheel.engine import Engine, EngineSettings
 from flywheel.kv import capture, logits_sha256, parse_artifact
+from flywheel.kv.verify import corpus_ids
 from flywheel.library import Library
 from flywheel.testing import build_tiny_model
-from flywheel.kv.verify import corpus_ids
 
 REFERENCE_TOKENS = 2_854_766  # the reference library size
 REFERENCE_WINDOW = 32_768     # the reference model's window

@@ -52,8 +52,8 @@ from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from flywheel.engine import Engine, EngineSettings
 from flywheel.kv import capture, graft, logits_sha256, read_artifact
-from flywheel.library import Library
 from flywheel.kv.verify import corpus_ids
+from flywheel.library import Library
 
 DEFAULT_TOKENS = [256, 1024, 2048, 4096]
 READ_BLOCK = 8 * 1024 * 1024  # sequential reads in 8 MiB requests

@@ -54,8 +54,3 @@ def embed(texts: Sequence[str]) -> np.ndarray:
         vecs = _model().encode(list(texts), batch_size=64, convert_to_numpy=True,
                                normalize_embeddings=True, show_progress_bar=False)
     return np.ascontiguousarray(vecs, dtype=np.float32)
-
-
-def embed_one(text: str) -> np.ndarray:
-    """`embed([text])[0]`, shape (EMBED_DIM,)."""
-    return embed([text])[0]

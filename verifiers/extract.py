@@ -92,12 +92,6 @@ def last_box_run(text: str) -> tuple[int, str] | None:
     return run[0][0], ", ".join(contents)
 
 
-def find_boxed(text: str) -> str | None:
-    """The answer stated by the last run of boxes (see the module docstring); None if there is none."""
-    run = last_box_run(text)
-    return run[1] if run else None
-
-
 def value_after_equals(s: str) -> str | None:
     """The last value of the chain of equalities that ends `s` (`So P(4)=1+14+36+24=75` -> `75`), else None.
 

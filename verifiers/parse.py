@@ -144,7 +144,6 @@ _RELOPS = {"=": "=", "<": "<", ">": ">", "<=": "<=", ">=": ">=", "!=": "!=", r"\
            r"\leqslant": "<=", r"\geqslant": ">="}
 _MULOPS = {"*", r"\cdot", r"\times", "/", r"\div"}
 _SEPARATORS = {",", ";", "and", "or"}
-_INTEGER_LIKE_WORDS = {"and", "or"}
 # Words that mark prose: a string containing one is text, not mathematics.
 _PROSE = {"is", "are", "the", "no", "yes", "not", "all", "for", "of", "to", "in", "if", "so", "as",
           "at", "be", "by", "on", "we", "it", "an", "a_", "any", "odd", "even", "none", "such", "only",

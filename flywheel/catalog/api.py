@@ -117,7 +117,7 @@ class Catalog:
         pid = self.problem_id_for(spec)
         digest = text_hash(spec.text)
         insert_ignore(s, ProblemRow, {"id": pid, "text": spec.text, "text_hash": digest,
-                                   "reference": spec.reference, "source": spec.source})
+                                      "reference": spec.reference, "source": spec.source})
         row = s.get(ProblemRow, pid, populate_existing=True)
         assert row is not None
         if row.text_hash != digest:
@@ -202,13 +202,13 @@ class Catalog:
             "verdict_status": sol.verdict_status, "verdict_reason": sol.verdict_reason,
             "deposited_by": sol.deposited_by, "unverified": sol.unverified})
         srow = s.scalars(select(SolutionRow).where(SolutionRow.problem_id == prow.id,
-                                                SolutionRow.content_hash == chash)
+                                                   SolutionRow.content_hash == chash)
                          .execution_options(populate_existing=True)).one()
         if srow.unverified and not sol.unverified:  # a later verified deposit upgrades the row
             srow.unverified, srow.verdict_status, srow.verdict_reason = False, sol.verdict_status, sol.verdict_reason
         inserted = insert_ignore(s, ArtifactRow, {**asdict(art), "problem_id": prow.id, "solution_id": srow.id})
         arow = s.scalars(select(ArtifactRow).where(ArtifactRow.solution_id == srow.id,
-                                                ArtifactRow.fingerprint_digest == art.fingerprint_digest)).first()
+                                                   ArtifactRow.fingerprint_digest == art.fingerprint_digest)).first()
         if arow is None:  # identical bytes already catalogued under another problem id with this text
             arow = s.get(ArtifactRow, art.sha256)
         assert arow is not None
@@ -357,14 +357,6 @@ class Catalog:
                 for g in grafts:
                     insert_ignore(s, GraftRow, {**asdict(g), "attempt_id": row.id})
             return RecordedAttempt(attempt=row, created=created)
-        return self._write(work)
-
-    def record_graft(self, attempt_id: int, graft: GraftRecord) -> GraftRow:
-        """Record one graft outcome for an attempt (idempotent on attempt and artifact)."""
-        def work(s: Session) -> GraftRow:
-            insert_ignore(s, GraftRow, {**asdict(graft), "attempt_id": attempt_id})
-            return s.scalars(select(GraftRow).where(GraftRow.attempt_id == attempt_id,
-                                                 GraftRow.artifact_sha256 == graft.artifact_sha256)).one()
         return self._write(work)
 
     def grafts_for_attempt(self, attempt_id: int) -> list[GraftRow]:

@@ -17,8 +17,8 @@ from flywheel.errors import (
 )
 from flywheel.kv import Artifact, capture, graft, parse_artifact, read_artifact
 from flywheel.kv.artifact import _split
-from flywheel.testing import TINY_SLIDING_WINDOW, build_tiny_model
 from flywheel.kv.verify import corpus_ids
+from flywheel.testing import TINY_SLIDING_WINDOW, build_tiny_model
 
 
 @pytest.fixture(scope="module")

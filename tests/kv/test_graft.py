@@ -8,8 +8,8 @@ import torch
 from flywheel.engine import Engine
 from flywheel.kv import capture, graft, logits_sha256, parse_artifact
 from flywheel.kv.graft import naive_restore
-from flywheel.testing import TINY_SLIDING_WINDOW
 from flywheel.kv.verify import corpus_ids
+from flywheel.testing import TINY_SLIDING_WINDOW
 
 CONT = 6
 
