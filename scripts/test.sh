@@ -8,6 +8,7 @@ export PYTHONHASHSEED=0
 ./.venv/bin/flywheel prepare-model
 ./.venv/bin/flywheel --model smollm2-135m prepare-model
 ./.venv/bin/ruff check flywheel verifiers flows tests bench
+./.venv/bin/mypy flywheel verifiers flows
 
 # A real PostgreSQL server on loopback for tests/deploy (installed from Debian's packages on
 # first use, ~1 minute). Stopped again at exit if this run started it; a server that was
