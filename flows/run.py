@@ -175,10 +175,20 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
                     on_problem(problem.id, rate[0])
                 continue
             decision = route_problem(env, problem, cfg.no_graft, cfg.near_members)
-            attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled else None) for k in pending]
+            recurrence = decision.kind == "exact"
+            if recurrence:
+                # The answer is in the graft: one greedy attempt (index 0) asks for it. Sampling it
+                # K times only adds wrong answers (measured: BENCHMARKS.md, "Held-out transfer").
+                pending = [k for k in pending if k == 0]
+                if not pending:
+                    if on_problem:
+                        on_problem(problem.id, rate[0])
+                    continue
+            attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled and not recurrence else None)
+                        for k in pending]
             open_forks[problem.id] = len(attempts)
             yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
-                             SAMPLE_TEMPERATURE if sampled else 0.0, tag=decision)
+                             SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision)
 
     def speed(finished: int, tokens: int, per_s: float) -> None:
         rate[0] = per_s

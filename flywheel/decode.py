@@ -135,11 +135,12 @@ class SlotKV:
         self.layers: list[_LayerBuffer] = []
         self.position = cache.get_seq_length()  # absolute position of the next token
         for layer in cache.layers:
-            keys: Any = layer.keys
+            any_layer: Any = layer   # transformers types layers as a union of mixins
+            keys: Any = any_layer.keys
             window = int(layer.sliding_window) if isinstance(layer, DynamicSlidingWindowLayer) else None
             if keys is None:
                 raise InputError("cannot decode from an empty cache: prefill a prompt first")
-            self.layers.append(_LayerBuffer(keys, layer.values, extra, window))  # type: ignore[arg-type]
+            self.layers.append(_LayerBuffer(keys, any_layer.values, extra, window))
 
 
 class _StepCache:
@@ -196,8 +197,9 @@ def _linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if not getattr(_in_step, "active", False):
         return torch.nn.functional.linear(x, self.weight, self.bias)
     rows = x.reshape(-1, x.shape[-1]).contiguous()                   # (M, in)
-    y = torch._C._nn.mkldnn_linear(rows.to_mkldnn(), self._flywheel_onednn_weight,  # type: ignore[attr-defined]
-                                   self._flywheel_onednn_bias).to_dense()  # type: ignore[attr-defined]
+    packed: Any = self   # the oneDNN copies are attributes `_install_onednn_linears` added
+    y = torch._C._nn.mkldnn_linear(rows.to_mkldnn(), packed._flywheel_onednn_weight,
+                                   packed._flywheel_onednn_bias).to_dense()
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
@@ -346,7 +348,9 @@ class BatchDecoder:
                 if step_meter is None:
                     logits, joules = decode_step(self.engine, kvs, feed), 0.0
                 else:
-                    logits, joules = step_meter(lambda kvs=kvs, feed=feed: decode_step(self.engine, kvs, feed))
+                    def step(kvs: list[SlotKV | None] = kvs, feed: list[int] = feed) -> torch.Tensor:
+                        return decode_step(self.engine, kvs, feed)
+                    logits, joules = step_meter(step)
                 self.model_seconds += time.perf_counter() - t0
                 self.steps += 1
                 for i, a in enumerate(active):

@@ -292,8 +292,8 @@ def demo(ctx: click.Context, workdir: Path | None, budget: int | None, n_champ: 
     s = settings_of(ctx)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="flywheel-demo-"))
     with _progress(True):
-        given = {"budget": budget, "champ": n_champ, "per_family": per_family, "attempts": attempts, "slots": slots,
-                 "dtype": dtype}
+        given: dict[str, Any] = {"budget": budget, "champ": n_champ, "per_family": per_family, "attempts": attempts,
+                                 "slots": slots, "dtype": dtype}
         out = run_demo(workdir, model=s.model, **{k: v for k, v in given.items() if v is not None})
     for line in describe(out):
         click.echo(line, err=as_json)

@@ -123,7 +123,7 @@ class Router:
         query = self.embedder([problem_text])[0]
         results = index.search(query, max(self.config.search_k, 2 * want))
         best = results[0][0] if results else 0.0
-        hits = []
+        hits: list[tuple[float, IndexEntry]] = []
         for score, entry in results:
             if score < self.config.near_threshold or len(hits) == want:
                 break
