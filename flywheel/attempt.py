@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from transformers import DynamicCache
@@ -25,6 +25,7 @@ from flywheel.decode import (
     DecodeRequest,
     StopReason,
 )
+from flywheel.domain import RouteKind
 from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
 from flywheel.kv.artifact import logits_sha256
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from flywheel.library import Library
     from flywheel.problemsets import Problem
 
-RouteKind = Literal["exact", "near", "none"]
 _T = TypeVar("_T")
 #: Sampling temperature when attempts > 1 (attempt 0 of a single-attempt run is greedy).
 SAMPLE_TEMPERATURE = 0.7

@@ -8,14 +8,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from flywheel.catalog import Catalog
+from flywheel.domain import RouteKind
 from flywheel.router.index import IndexEntry, IndexKind, VectorIndex
 
-RouteKind = Literal["exact", "near", "none"]
 Embedder = Callable[[Sequence[str]], np.ndarray]
 INDEX_DIR = "index"  # under the library root
 
