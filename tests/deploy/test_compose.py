@@ -53,6 +53,13 @@ def names_read_by_code() -> set[str]:
         for path in (REPO / pkg).rglob("*.py"):
             names |= {a or b for a, b in pattern.findall(path.read_text(encoding="utf-8"))}
     names |= set(re.findall(r"\$\{?(\w+)", ENTRYPOINT.read_text()))
+    # flywheel/config.py names each variable once (ENV_DB = "FLYWHEEL_DB", ...) and reads it through
+    # the constant: a name counts as read when its constant is passed to os.environ.get somewhere.
+    constants = dict(re.findall(r"""^(ENV_\w+)\s*=\s*["'](\w+)["']""", (REPO / "flywheel/config.py").read_text(), re.M))
+    uses = re.compile(r"(?:environ\.get|environ\.setdefault|getenv)\(\s*(?:config\.)?(ENV_\w+)")
+    for pkg in ("flywheel", "flows", "verifiers"):
+        for path in (REPO / pkg).rglob("*.py"):
+            names |= {constants[c] for c in uses.findall(path.read_text(encoding="utf-8")) if c in constants}
     return names
 
 
