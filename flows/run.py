@@ -241,7 +241,8 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     lib = runtime.library(env.library, env.db_url)
     prior = lib.catalog.attempts_for_run(run_id)
     spent = sum(a.decode_tokens for a in prior)
-    solved = {a.problem_id for a in prior if a.verified}
+    # Settled: verified, or already asked as an exact recurrence (a recurrence is asked once).
+    solved = {a.problem_id for a in prior if a.verified or a.route == "exact"}
     deposited_by = flow_run_id or run_id
     try:
         if cfg.task_runner == "dask":

@@ -101,10 +101,11 @@ def test_dask_pass_on_two_worker_processes_equals_the_sequential_pass_and_resume
     assert sorted(lib.store.iter_ids()) == sorted(a.sha256 for a in arts)     # no orphan, no missing file
     assert all(lib.store.get(a.sha256) is not None for a in arts)            # re-hashed on read
 
-    # The remaining four problems ran in two worker processes, each loading the model once.
+    # The problems the interrupted pass left unfinished ran in two worker processes (a shard also
+    # reports a problem whose only pending attempt its route made moot), each loading the model once.
     workers = par["timing"]["workers"]
     assert par["timing"]["task_runner"] == "dask"
-    assert len(workers) == 2 and sum(w["problems"] for w in workers) == 4
+    assert len(workers) == 2 and 6 - len(recorded) <= sum(w["problems"] for w in workers) <= 6
     assert all(w["engine_loads"] == 1 for w in workers)
     assert runtime.worker_id() not in {w["worker"] for w in workers}
 
