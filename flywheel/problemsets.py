@@ -217,29 +217,28 @@ def _split_param(query: dict[str, str], spec: str) -> Split | None:
 def load_file(path: Path) -> tuple[list[Problem], list[str]]:
     """Problems from JSONL, CSV or Parquet (columns: id, problem, reference optional, solution optional).
 
+    Rows are read by `flywheel.tables.read_table`, the reader curated deposits use too.
     Returns (problems, skipped) where each skipped entry names the file, the line and why.
     """
+    from flywheel.tables import BadRow, read_table
+
     if not path.exists():
         raise InputError(f"problem set {str(path)!r} is neither `champ`, a `gen:` family, nor an existing file",
                          hint="give a .jsonl, .csv or .parquet path, `champ`, or e.g. 'gen:linear?n=20&seed=1'")
-    suffix = path.suffix.lower()
     try:
-        if suffix in (".jsonl", ".ndjson", ".json"):
-            rows = list(_jsonl_rows(path))
-        elif suffix == ".csv":
-            rows = list(_csv_rows(path))
-        elif suffix in (".parquet", ".pq"):
-            rows = list(_parquet_rows(path))
-        else:
-            raise InputError(f"{path}: unknown problem file type {suffix!r}", hint="use .jsonl, .csv or .parquet")
+        rows = list(read_table(path, fields=PROBLEM_FIELDS))
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read problem file {path}: {err}") from err
     problems: list[Problem] = []
     skipped: list[str] = []
     seen: set[str] = set()
-    for line, row in rows:
+    for row in rows:
+        if isinstance(row, BadRow):
+            skipped.append(f"{path.name} line {row.line}: {row.reason}")
+            continue
+        line, values = row
         try:
-            problem = _row_problem(row, path)
+            problem = _row_problem(values, path)
             if problem.id in seen:
                 raise ValueError(f"duplicate id {problem.id!r}")
         except ValueError as err:
@@ -250,61 +249,18 @@ def load_file(path: Path) -> tuple[list[Problem], list[str]]:
     return problems, skipped
 
 
-Row = dict[str, Any] | str  # a parsed row, or the reason it could not be parsed
+#: The columns a problem file may carry (`answer` is read when there is no `reference`); others are ignored.
+PROBLEM_FIELDS = ("id", "problem", "reference", "answer", "solution")
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    with path.open(encoding="utf-8") as f:
-        for n, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as err:
-                yield n, f"invalid JSON ({err.msg})"
-                continue
-            yield n, value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"
-
-
-def _csv_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    import csv
-
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        for row in reader:
-            line = reader.line_num  # the physical line the row ended on (header is line 1)
-            if None in row:
-                yield line, "more fields than the header has"
-                continue
-            yield line, {k: v for k, v in row.items() if v not in (None, "")}
-
-
-def _parquet_rows(path: Path) -> Iterator[tuple[int, Row]]:
-    try:
-        import pyarrow.parquet as pq
-    except ModuleNotFoundError as err:
-        raise InputError("reading Parquet needs pyarrow", hint="pip install pyarrow") from err
-    try:
-        table = pq.read_table(path)
-    except Exception as err:  # pyarrow raises its own hierarchy for corrupt files
-        raise InputError(f"cannot read Parquet file {path}: {err}") from err
-    for n, row in enumerate(table.to_pylist(), start=1):  # "line" = 1-based row number
-        yield n, {k: v for k, v in row.items() if v is not None}
-
-
-def _row_problem(row: Row, path: Path) -> Problem:
-    if isinstance(row, str):
-        raise ValueError(row)
-    missing = [k for k in ("id", "problem") if not str(row.get(k, "")).strip()]
+def _row_problem(row: dict[str, str], path: Path) -> Problem:
+    row = {k: v for k, v in row.items() if v.strip()}  # a blank cell is an absent one
+    missing = [k for k in ("id", "problem") if k not in row]
     if missing:
         raise ValueError(f"missing {' and '.join(repr(k) for k in missing)}")
-    for key in ("id", "problem", "reference", "solution"):
-        if key in row and not isinstance(row[key], str | int | float):
-            raise ValueError(f"{key!r} must be text, got {type(row[key]).__name__}")
     ref = row.get("reference", row.get("answer"))
-    return Problem(id=str(row["id"]).strip(), text=str(row["problem"]).strip(),
-                   reference=None if ref is None or str(ref).strip() == "" else str(ref).strip(),
-                   solution=str(row["solution"]) if row.get("solution") else None, source=path.name)
+    return Problem(id=row["id"].strip(), text=row["problem"].strip(),
+                   reference=None if ref is None else ref.strip(), solution=row.get("solution"), source=path.name)
 
 
 # --- generated families --------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Read user tables (JSONL, CSV, Parquet) row by row, keeping each row's line number.
 
 A bad row never stops a batch: it comes back as a `BadRow` with its line and the reason, so
-the caller can process the good rows and report each bad one.
+the caller can process the good rows and report each bad one. Both readers of user files use
+it: curated deposits (`flywheel deposit --file`) and problem sets (`flywheel.problemsets`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,25 @@ class BadRow:
     reason: str
 
 
-def read_table(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]] | BadRow]:
+def read_table(path: Path, required: Sequence[str] = (), *,
+               fields: Sequence[str] | None = None) -> Iterator[tuple[int, dict[str, str]] | BadRow]:
     """Yield `(line, row)` for good rows and `BadRow` for bad ones; `line` is 1-based (data rows for Parquet).
 
+    Args:
+        path: a .jsonl/.ndjson/.json (one object per line), .csv (header row) or .parquet/.pq file.
+        required: fields every good row has, non-blank.
+        fields: keep (and check) only these fields; None keeps every field.
+    Returns:
+        an iterator over the rows: values are text (numbers as `str(value)`), absent and null
+        values left out, CSV's empty cells kept as "".
+
     Raises:
-        InputError: the file is missing or its format is not JSONL, CSV or Parquet.
+        InputError: the file is missing, its format is not JSONL, CSV or Parquet, or a Parquet
+            file cannot be read at all.
+
+    Example:
+        >>> [row for row in read_table(Path("set.jsonl"), ("id",))]      # doctest: +SKIP
+        [(1, {'id': 'a', 'problem': '1+1?'}), BadRow(line=2, reason='invalid JSON (Expecting value)')]
     """
     path = Path(path)
     if not path.is_file():
@@ -47,15 +62,17 @@ def read_table(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[
         if isinstance(raw, BadRow):
             yield raw
             continue
-        problem = _clean(raw, required)
+        problem = _clean(raw, required, fields)
         yield BadRow(line, problem) if isinstance(problem, str) else (line, problem)
 
 
-def _clean(raw: Any, required: Sequence[str]) -> dict[str, str] | str:
+def _clean(raw: Any, required: Sequence[str], fields: Sequence[str] | None) -> dict[str, str] | str:
     if not isinstance(raw, dict):
-        return "row is not an object with named fields"
+        return f"expected an object with named fields, got {type(raw).__name__}"
     out: dict[str, str] = {}
     for key, value in raw.items():
+        if fields is not None and key not in fields:
+            continue
         if value is None or (isinstance(value, float) and value != value):  # NaN from pandas
             continue
         if not isinstance(value, (str, int, float)):
@@ -78,7 +95,7 @@ def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield line, json.loads(text)
             except json.JSONDecodeError as err:
-                yield line, BadRow(line, f"not valid JSON: {err.msg}")
+                yield line, BadRow(line, f"invalid JSON ({err.msg})")
 
 
 def _csv(path: Path) -> Iterator[tuple[int, Any]]:
@@ -86,16 +103,17 @@ def _csv(path: Path) -> Iterator[tuple[int, Any]]:
         reader = csv.DictReader(fh)
         for row in reader:
             if None in row:
-                yield reader.line_num, BadRow(reader.line_num, "more cells than header columns")
+                yield reader.line_num, BadRow(reader.line_num, "more fields than the header has")
                 continue
             yield reader.line_num, row
 
 
 def _parquet(path: Path) -> Iterator[tuple[int, Any]]:
-    import pandas as pd
+    # pyarrow, not pandas: an integer column with nulls stays integer (pandas makes 7 into "7.0").
+    import pyarrow.parquet as pq
 
     try:
-        frame = pd.read_parquet(path)
+        table = pq.read_table(path)
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise InputError(f"{path} is not a readable Parquet file: {err}") from err
-    yield from enumerate(frame.to_dict(orient="records"), start=1)
+    yield from enumerate(table.to_pylist(), start=1)
