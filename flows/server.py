@@ -1,0 +1,234 @@
+"""Prefect's temporary server dies with the process that started it, even one killed by SIGKILL.
+
+With no `PREFECT_API_URL`, Prefect 3 runs a temporary API server as a uvicorn subprocess
+(`prefect.server.api.server.SubprocessASGIServer`) and stops it from an `atexit` hook, which
+never runs when this process is killed by SIGKILL: each orphan keeps ~230 MB.
+
+`install()` (called when `flows` is imported) wraps the method that spawns that subprocess. The
+first server spawned also spawns a watchdog: this file run as a script, stdlib only, whose stdin
+is the read end of a pipe that only this process writes to (the write end is not inheritable, so
+the server does not hold it). Each server's pid and start time go down the pipe. However this
+process ends, the kernel closes the write end; the watchdog reads EOF and stops every server it
+was told about that is still the same process (SIGTERM, then SIGKILL after `GRACE_S`). A server
+Prefect stopped itself is crossed off first, and a start time that no longer matches means the pid
+was reused, so the watchdog never signals a stranger.
+
+Why not `prctl(PR_SET_PDEATHSIG)` in the server child: it fires when the *thread* that forked
+exits, and Prefect starts the server from whichever thread first needs the API (an events worker,
+a run's event-loop thread), which can end long before the process; it also needs a `preexec_fn`,
+unsafe in a threaded parent. A watchdog sees the whole process end, and nothing else.
+
+Prefect's server module takes seconds to import, so it is not imported here: `install()` patches
+it when something else imports it (which is when a temporary server is about to start).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+SERVER_MODULE = "prefect.server.api.server"
+GRACE_S = 5.0  # SIGTERM -> SIGKILL; uvicorn shuts the SQLite-backed server down in about a second
+_POLL_S = 0.05
+
+_lock = threading.Lock()
+_watchdog: subprocess.Popen[str] | None = None
+_broken = False  # the watchdog's pipe failed once (warned); stop writing to it
+
+
+# --- /proc: is a pid still the process we were told about? -----------------------------------------
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks since boot) of `pid`; None when it is gone.
+
+    Without /proc (not Linux) a live pid reports ("?", "?"): no zombie or pid-reuse check there.
+    """
+    if not os.path.isdir("/proc"):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?", "?"
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rpartition(")")[2].split()  # the comm, in parentheses, may hold spaces
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return fields[0], fields[19]  # fields 3 and 22 of proc(5), counted after the comm
+
+
+def running(pid: int, started: str) -> bool:
+    """`pid` is alive (not a zombie) and is still the process that started at `started` ("?": unknown)."""
+    stat = _stat(pid)
+    if stat is None or stat[0] in ("Z", "X"):
+        return False
+    return "?" in (started, stat[1]) or stat[1] == started
+
+
+# --- the watchdog process ---------------------------------------------------------------------------
+
+
+def watch_until_eof(lines: Iterable[str], grace_s: float = GRACE_S) -> list[int]:
+    """Read `+ PID START` / `- PID` lines until EOF, then stop the pids still listed; returns those signalled."""
+    servers: dict[int, str] = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "+":
+            servers[int(parts[1])] = parts[2]
+        elif len(parts) == 2 and parts[0] == "-":
+            servers.pop(int(parts[1]), None)
+    return stop_servers(servers, grace_s)
+
+
+def stop_servers(servers: dict[int, str], grace_s: float = GRACE_S) -> list[int]:
+    """SIGTERM each live server, SIGKILL whichever is still up after `grace_s`; returns the pids signalled."""
+    alive = [pid for pid, started in servers.items() if running(pid, started)]
+    signalled = list(alive)
+    for pid in alive:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while alive and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+        alive = [pid for pid in alive if running(pid, servers[pid])]
+    for pid in alive:
+        _signal(pid, signal.SIGKILL)
+    return signalled
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # it ended between the check and the signal
+        pass
+
+
+def _watchdog_main() -> None:
+    # Ctrl-C and a closed terminal reach the whole process group: stay, the parent may be gone next.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    watch_until_eof(sys.stdin)
+
+
+# --- the parent's side --------------------------------------------------------------------------------
+
+
+def _send(line: str, *, start: bool) -> None:
+    """Write one line to the watchdog, starting it first when `start` (no-op if it never started)."""
+    global _watchdog, _broken
+    with _lock:
+        if _broken:
+            return
+        if _watchdog is None:
+            if not start:
+                return
+            # -I: isolated, so the script's folder (flows/) is not on sys.path and no PYTHON* variable applies.
+            _watchdog = subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, text=True, close_fds=True)
+        assert _watchdog.stdin is not None
+        try:
+            _watchdog.stdin.write(line + "\n")
+            _watchdog.stdin.flush()
+        except OSError as err:  # the watchdog was killed: the run goes on, unguarded, and says so once
+            _broken = True
+            warnings.warn(f"the temporary Prefect server's watchdog is gone ({err}); a killed run may leave "
+                          "its server behind", RuntimeWarning, stacklevel=3)
+
+
+def watch(pid: int) -> None:
+    """Have the watchdog stop `pid` when this process ends (starting the watchdog on first use)."""
+    stat = _stat(pid)
+    if stat is not None:  # else it has already exited: nothing to watch
+        _send(f"+ {pid} {stat[1]}", start=True)
+
+
+def forget(pid: int) -> None:
+    """`pid` was stopped in an orderly way: the watchdog leaves it (and any later owner of the pid) alone."""
+    _send(f"- {pid}", start=False)
+
+
+def watchdog_pid() -> int | None:
+    """The watchdog's pid in this process, None before any temporary server started."""
+    return None if _watchdog is None else _watchdog.pid
+
+
+def arm(server_class: Any) -> None:
+    """Wrap `SubprocessASGIServer` so each server process it spawns is watched, and forgotten when stopped."""
+    if getattr(server_class, "_flywheel_watched", False):
+        return
+    spawn, stop = getattr(server_class, "_run_uvicorn_command", None), server_class.stop
+    if spawn is None:
+        warnings.warn(f"{SERVER_MODULE}.SubprocessASGIServer has no _run_uvicorn_command (Prefect changed): a "
+                      "killed run may leave its temporary server behind", RuntimeWarning, stacklevel=2)
+        return
+
+    def _run_uvicorn_command(self: Any) -> subprocess.Popen[Any]:
+        process: subprocess.Popen[Any] = spawn(self)
+        watch(process.pid)
+        return process
+
+    def _stop(self: Any) -> None:
+        process = self.server_process
+        stop(self)
+        if process is not None:
+            forget(process.pid)
+
+    server_class._run_uvicorn_command = _run_uvicorn_command
+    server_class.stop = _stop
+    server_class._flywheel_watched = True
+
+
+class _ArmOnImport:
+    """A `sys.meta_path` finder that lets Prefect's server module load, then arms its server class."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != SERVER_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ArmingLoader(spec.loader)
+                return spec
+        return None
+
+
+class _ArmingLoader(importlib.abc.Loader):
+    """Delegates to the real loader (source, tracebacks), arming the class once the module has run."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        arm(module.SubprocessASGIServer)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def install() -> None:
+    """Arm the temporary server now if Prefect's server module is loaded, else when it is imported."""
+    module = sys.modules.get(SERVER_MODULE)
+    if module is not None:
+        arm(module.SubprocessASGIServer)
+    elif not any(isinstance(f, _ArmOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ArmOnImport())
+
+
+if __name__ == "__main__":
+    _watchdog_main()

@@ -1,0 +1,161 @@
+"""Prefect's temporary server dies with the process that started it, even one killed by SIGKILL.
+
+One test brings up the real temporary server in a child Python (~15-40 s); the others drive the
+watchdog with a stand-in process (`sleep`), in well under a second each.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flows import server
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER_UP_TIMEOUT_S = 240  # a fresh SQLite migration on 2 busy cores
+GONE_TIMEOUT_S = 20        # the watchdog's grace is 5 s
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its zombie (the reaper may be an init that never reaps)."""
+    return not server.running(pid, "?")
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.1)
+    return _gone(pid)
+
+
+def _children(pid: int) -> dict[int, str]:
+    """pid -> command line of each live child of `pid` (scans /proc: no `children` file needed)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rpartition(")")[2].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat[1]) == pid and stat[0] != "Z":
+            out[int(entry.name)] = cmdline
+    return out
+
+
+@pytest.fixture
+def stand_in() -> Iterator[subprocess.Popen[bytes]]:
+    """A long-lived process in place of a server, reaped (or killed) afterwards."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_the_watchdog_stops_a_server_at_eof(stand_in: subprocess.Popen[bytes]) -> None:
+    started = server._stat(stand_in.pid)
+    assert started is not None
+    signalled = server.watch_until_eof([f"+ {stand_in.pid} {started[1]}\n"], grace_s=2)
+    assert signalled == [stand_in.pid]
+    assert stand_in.wait(5) == -signal.SIGTERM
+
+
+def test_the_watchdog_leaves_a_stopped_server_and_a_reused_pid_alone(stand_in: subprocess.Popen[bytes]) -> None:
+    started = server._stat(stand_in.pid)
+    assert started is not None
+    forgotten = [f"+ {stand_in.pid} {started[1]}\n", f"- {stand_in.pid}\n"]
+    assert server.watch_until_eof(forgotten, grace_s=0.5) == []
+    reused = [f"+ {stand_in.pid} {int(started[1]) - 1}\n"]  # same pid, an earlier start: another process
+    assert server.watch_until_eof(reused, grace_s=0.5) == []
+    assert stand_in.poll() is None
+
+
+def test_the_watchdog_kills_what_ignores_sigterm() -> None:
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint(flush=True)\ntime.sleep(600)"],
+                                stdout=subprocess.PIPE)
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == b"\n"  # SIGTERM now ignored
+        started = server._stat(stubborn.pid)
+        assert started is not None
+        t0 = time.monotonic()
+        assert server.stop_servers({stubborn.pid: started[1]}, grace_s=1) == [stubborn.pid]
+        assert stubborn.wait(5) == -signal.SIGKILL and time.monotonic() - t0 >= 1
+    finally:
+        stubborn.kill()
+        stubborn.wait()
+
+
+def test_the_watchdog_process_outlives_its_parent_and_stops_the_server(stand_in: subprocess.Popen[bytes]) -> None:
+    # The watchdog as it really runs (this file's script), fed by a pipe that then closes, as a
+    # killed parent's would; Ctrl-C, which reaches the whole process group, does not stop it.
+    started = server._stat(stand_in.pid)
+    assert started is not None
+    watchdog = subprocess.Popen([sys.executable, "-I", server.__file__], stdin=subprocess.PIPE, text=True)
+    assert watchdog.stdin is not None
+    watchdog.stdin.write(f"+ {stand_in.pid} {started[1]}\n")
+    watchdog.stdin.flush()
+    time.sleep(0.5)  # let it install its handlers
+    watchdog.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    assert watchdog.poll() is None and stand_in.poll() is None
+    watchdog.stdin.close()
+    assert watchdog.wait(10) == 0
+    assert stand_in.wait(5) == -signal.SIGTERM
+
+
+_BRING_UP = """
+import os, sys, time
+import flows
+from prefect.client.orchestration import get_client
+with get_client(sync_client=True) as client:
+    assert client.api_healthcheck() is None, "the temporary server is not healthy"
+print(os.getpid(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_process_leaves_no_temporary_server_behind(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    leftovers: list[int] = []
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-c", _BRING_UP], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                stderr=err)
+        try:
+            out = proc.stdout
+            assert out is not None
+            line: list[bytes] = []
+            reader = threading.Thread(target=lambda: line.append(out.readline()), daemon=True)
+            reader.start()
+            reader.join(SERVER_UP_TIMEOUT_S)
+            err.seek(0)
+            assert line and line[0].strip() == str(proc.pid).encode(), err.read().decode(errors="replace")[-3000:]
+            children = _children(proc.pid)
+            leftovers += children
+            servers = [pid for pid, cmd in children.items() if "prefect.server.api.server:create_app" in cmd]
+            watchdogs = [pid for pid, cmd in children.items() if cmd.rstrip().endswith("flows/server.py")]
+            assert len(servers) == 1 and len(watchdogs) == 1, children
+            proc.kill()
+            assert proc.wait(10) == -signal.SIGKILL
+            assert _wait_gone(servers[0], GONE_TIMEOUT_S), f"the temporary server {servers[0]} outlived its parent"
+            assert _wait_gone(watchdogs[0], 5), "the watchdog stays after its work is done"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pid in leftovers:  # only if the test failed: the pids were checked gone above
+                if not _gone(pid):
+                    os.kill(pid, signal.SIGKILL)
