@@ -74,7 +74,8 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
     clock = time.perf_counter
     t0 = clock()
     open_run.fn(env, pset, run_id=run_id, flow_run_id=None, budget=budget, attempts=1, no_graft=False, run_budget=None,
-                schedule={"slots": 1, "kernel": KERNEL_PATH, "dtype": env.dtype})
+                schedule={"slots": 1, "kernel": KERNEL_PATH, "dtype": env.dtype},
+                settings=RunConfig(problems=spec, model=env.model, library=env.library).settings())
     t_open = clock() - t0
     lib, engine = runtime.library(env.library, env.db_url), runtime.engine(env.model)
     rows = []

@@ -15,7 +15,7 @@ measurement; `rapl`/`nvml` are counters). The ratios are printed next to the ref
 without a graft are printed beside it. A throwaway flow run first starts Prefect's temporary
 server, so neither pass pays its start-up.
 
-    python bench/recurring.py                        # 4 problems, budget 160, gemma3-270m
+    python bench/recurring.py                        # 4 problems, the default budget and model
     python bench/recurring.py --problems 8 --budget 160 --json
 """
 

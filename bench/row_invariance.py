@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 import torch
 
+from flywheel import config
+
 SHAPES = [(262_144, 640), (2_048, 640), (640, 2_048), (1_024, 640), (256, 640)]
 ROWS = (1, 2, 3, 4, 5, 8, 12, 16, 24, 32, 48, 64)
 Linear = Callable[[torch.Tensor], torch.Tensor]
@@ -57,7 +59,7 @@ def probe(f: Linear, k: int, row: torch.Tensor) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=config.DEFAULT_THREADS)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -41,6 +41,7 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 from procmem import release_free_memory, status_kb  # noqa: E402
 
+from flywheel import config  # noqa: E402
 from flywheel.decode import BatchDecoder, DecodeRequest  # noqa: E402
 from flywheel.engine import Engine, EngineSettings  # noqa: E402
 from flywheel.prompts import plain_prompt  # noqa: E402
@@ -106,7 +107,8 @@ _LLAMA_CPP = r"""
 import json, sys, time
 from llama_cpp import Llama
 args = json.loads(sys.stdin.read())
-llm = Llama(model_path=args["gguf"], n_ctx=2048, n_threads=2, n_threads_batch=2, verbose=False, seed=0)
+llm = Llama(model_path=args["gguf"], n_ctx=2048, n_threads=args["threads"], n_threads_batch=args["threads"],
+            verbose=False, seed=0)
 tokens = decode_s = 0.0
 start = time.perf_counter()
 for prompt in args["prompts"]:
@@ -126,7 +128,7 @@ print(json.dumps({"tokens": tokens, "decode_s": decode_s, "wall_s": time.perf_co
 
 
 def llama_cpp(python: str, model: str, texts: list[str], budget: int) -> dict[str, Any]:
-    """The competitor in its own interpreter: same GGUF, same prompts, 2 threads, one sequence at a time."""
+    """The competitor in its own interpreter: same GGUF, same prompts, our thread count, one sequence at a time."""
     import subprocess
     import tempfile
 
@@ -134,7 +136,8 @@ def llama_cpp(python: str, model: str, texts: list[str], budget: int) -> dict[st
 
     with tempfile.TemporaryDirectory() as scratch:
         gguf = PACKAGED[model].locate_gguf(Path(scratch))
-        payload = json.dumps({"gguf": str(gguf), "budget": budget, "prompts": [plain_prompt(t) for t in texts]})
+        payload = json.dumps({"gguf": str(gguf), "budget": budget, "threads": config.DEFAULT_THREADS,
+                              "prompts": [plain_prompt(t) for t in texts]})
         proc = subprocess.run([python, "-c", _LLAMA_CPP], input=payload, capture_output=True, text=True, check=True)
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     out["steps"] = out["tokens"]
@@ -147,7 +150,7 @@ def weight_bytes(engine: Engine) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="gemma3-270m")
+    ap.add_argument("--model", default=config.DEFAULT_MODEL)
     ap.add_argument("--problems", type=int, default=32)
     ap.add_argument("--budget", type=int, default=48)
     ap.add_argument("--slots", type=int, nargs="+", default=[4, 8, 16, 32])

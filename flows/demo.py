@@ -16,21 +16,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows import runtime
-from flows.run import RunConfig, flywheel_run, new_run_id
+from flows.run import RunConfig, flywheel_run, new_run_id, run_env
 from flywheel import config
-from flywheel.engine import EngineSettings
 from flywheel.problemsets import Problem, load_champ, load_problem_set
 
-#: The default demo set: a slice of CHAMP (recurring, with curated solutions) plus generated word problems.
-DEMO_CHAMP = 4
-DEMO_PER_FAMILY = 1       # generated problems per word-problem family (10 families)
-DEMO_ATTEMPTS = 4         # sampled attempts per problem in pass 1, sharing one prefill
-DEMO_BUDGET = 64          # a generated worked solution is ~40 tokens
 CURATOR = "curator:demo"
 
 
-def demo_problems(champ: int = DEMO_CHAMP, per_family: int = DEMO_PER_FAMILY, seed: int = 2) -> list[Problem]:
+def demo_problems(champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_PER_FAMILY, seed: int = 2) -> list[Problem]:
     """CHAMP's first `champ` problems and `per_family` held-out-split problems of every word family."""
     generated = load_problem_set(f"gen:all?n={per_family}&seed={seed}&split=heldout").problems if per_family else []
     return load_champ()[:champ] + generated
@@ -51,8 +44,9 @@ def write_set(problems: list[Problem], path: Path) -> Path:
     return path
 
 
-def run_demo(workdir: Path, *, model: str | None = None, budget: int = DEMO_BUDGET, champ: int = DEMO_CHAMP,
-             per_family: int = DEMO_PER_FAMILY, attempts: int = DEMO_ATTEMPTS,
+def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DEMO_BUDGET,
+             champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_PER_FAMILY,
+             attempts: int = config.DEMO_ATTEMPTS,
              slots: int | None = None, dtype: str | None = None) -> dict[str, Any]:
     """Seed -> pass 1 -> curated CHAMP deposits -> pass 2 (see the module docstring); returns both summaries."""
     library = workdir / "library"
@@ -61,8 +55,8 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = DEMO_BUDG
     cfg = RunConfig(problems=spec, budget=budget, attempts=attempts, model=config.model_name(model),
                     library=str(library), **({"slots": slots} if slots else {}),
                     **({"dtype": dtype} if dtype else {}))
-    eng = runtime.engine(cfg.model, EngineSettings(dtype=cfg.dtype))
-    lib = runtime.library(cfg.library, config.database_url(library))
+    eng = run_env(cfg).engine()
+    lib = run_env(cfg).open_library()
     siblings = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR)
                 for p in (family_seeds() if per_family else [])]
     tag = new_run_id()

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows import runtime
-from flows.run import RunConfig, flywheel_run, new_run_id
-from flywheel import config
-from flywheel.engine import EngineSettings
+from flows.run import RunConfig, flywheel_run, new_run_id, run_env
+from flywheel.domain import ROUTE_KINDS
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import load_problem_set
 from flywheel.stats import wilson
@@ -21,8 +19,8 @@ __all__ = ["heldout_eval", "seed_library", "wilson"]
 
 def seed_library(cfg: RunConfig, spec: str, deposited_by: str = "curator:eval") -> int:
     """Deposit the curated solutions of `spec` (each needs a solution and reference); returns how many."""
-    eng = runtime.engine(cfg.model, EngineSettings(dtype=cfg.dtype))
-    lib = runtime.library(cfg.library, config.database_url(config.library_root(cfg.library), cfg.db_url))
+    eng = run_env(cfg).engine()
+    lib = run_env(cfg).open_library()
     count = 0
     for p in load_problem_set(spec).problems:
         if not p.solution or not p.reference:
@@ -59,7 +57,7 @@ def heldout_eval(cfg: RunConfig, library_set: str | None) -> dict[str, Any]:
     return {"problems": cfg.problems, "library_set": library_set, "deposited": deposited,
             "budget": cfg.budget, "seed": cfg.seed, "attempts": cfg.attempts,
             "without_graft": arm("without", base), "with_graft": arm("with", graft),
-            "routes": {k: sum(row["route"] == k for row in rows) for k in ("exact", "near", "none")},
+            "routes": {k: sum(row["route"] == k for row in rows) for k in ROUTE_KINDS},
             "only_with": sum(row["with"] and not row["without"] for row in rows),
             "only_without": sum(row["without"] and not row["with"] for row in rows),
             "results": rows}

@@ -30,7 +30,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -53,7 +53,10 @@ from flywheel import config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
 from flywheel.catalog import AttemptRecord, GraftRecord
 from flywheel.decode import DEFAULT_SLOTS, KERNEL_PATH
+from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
+from flywheel.router import RouterConfig
+from verifiers import VerifierConfig
 
 if TYPE_CHECKING:
     from prefect_dask import DaskTaskRunner
@@ -61,24 +64,29 @@ if TYPE_CHECKING:
     from flywheel.library import Library
     from flywheel.problemsets import Problem
 
-#: Worker processes of the temporary local Dask cluster: one per core of a 2-core machine.
-DEFAULT_DASK_WORKERS = 2
+#: Most related solutions a near route grafts together (one composite artifact, prefilled together).
+MAX_NEAR_MEMBERS = 16
 
 TaskRunnerKind = Literal["thread", "dask"]
 
 
 class RunConfig(BaseModel):
-    """The inputs of one flywheel pass; frozen, so it can be recorded and compared."""
+    """The inputs of one flywheel pass; frozen, so it can be recorded and compared.
+
+    `router`, `energy` and `verifier` are the settings that decide a run's results and figures;
+    the catalog records them with the run (`settings()`), and a run is resumed only under the
+    same ones. `near_members=N` may be given flat: it is the router's `near_members`.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     problems: str = Field(description="champ, a .jsonl/.csv/.parquet path, or gen:FAMILY?n=N&seed=S")
     budget: int = Field(config.DEFAULT_BUDGET, ge=0, description="decode-token budget per attempt")
-    attempts: int = Field(1, ge=1, description="attempts per problem; >1 samples with seeds")
+    attempts: int = Field(config.DEFAULT_ATTEMPTS, ge=1, description="attempts per problem; >1 samples with seeds")
     run_budget: int | None = Field(None, ge=0, description="decode-token budget for the whole run")
     no_graft: bool = False
     run_id: str | None = Field(None, description="resume this run (attempts already recorded are skipped)")
-    seed: int = 0
+    seed: int = config.DEFAULT_SEED
     limit: int | None = Field(None, ge=1, description="only the first N problems of the set")
     deposit: bool = Field(True, description="deposit the model's own verified solutions of new problems")
     model: str = Field(default_factory=lambda: config.model_name())
@@ -88,25 +96,65 @@ class RunConfig(BaseModel):
                                         "process; dask: one Prefect task per problem on Dask worker processes")
     dask_address: str | None = Field(None, description="scheduler of an existing Dask cluster, e.g. "
                                      "tcp://dask-scheduler:8786 (default: a temporary local cluster)")
-    dask_workers: int = Field(DEFAULT_DASK_WORKERS, ge=1,
+    dask_workers: int = Field(config.DEFAULT_DASK_WORKERS, ge=1,
                               description="worker processes of the temporary local Dask cluster")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="engine dtype; bfloat16 is opt-in "
                                                   "(its own fingerprint: float32 artifacts are refused)")
-    near_members: int = Field(1, ge=1, le=16, description="related verified solutions grafted together on a "
-                              "near route (one composite artifact, built once)")
     slots: int = Field(DEFAULT_SLOTS, ge=1, le=256, description="decode slots: attempts decoded together "
                        "(a slot's bits do not depend on this number; see flywheel.decode)")
+    router: RouterConfig = Field(default_factory=RouterConfig, description="routing thresholds and index; "
+                                 "near_members: related verified solutions grafted together on a near route")
+    energy: EnergyConfig = Field(default_factory=EnergyConfig.from_env,
+                                 description="energy metering (FLYWHEEL_CPU_WATTS, FLYWHEEL_ENERGY_SOURCE)")
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig,
+                                     description="the verifier's bounds and tolerance, for every verdict of the run")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _near_members_is_a_router_setting(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "near_members" not in data:
+            return data
+        data = dict(data)
+        members = data.pop("near_members")
+        if members is not None:
+            router = data.get("router") or RouterConfig()
+            data["router"] = ({**router, "near_members": members} if isinstance(router, dict)
+                              else replace(router, near_members=members))
+        return data
 
     @model_validator(mode="after")
     def _dask_options_need_dask(self) -> RunConfig:
         if self.task_runner != "dask" and (self.dask_address is not None
-                                           or self.dask_workers != DEFAULT_DASK_WORKERS):
+                                           or self.dask_workers != config.DEFAULT_DASK_WORKERS):
             raise InputError(f"dask_address and dask_workers apply only to the dask task runner, "
                              f"not {self.task_runner!r}", hint="add --task-runner dask, or drop the --dask-* options")
-        if self.dask_address is not None and self.dask_workers != DEFAULT_DASK_WORKERS:
+        if self.dask_address is not None and self.dask_workers != config.DEFAULT_DASK_WORKERS:
             raise InputError(f"dask_workers sizes a temporary local cluster; the cluster at {self.dask_address} "
                              "has its own workers", hint="drop --dask-workers, or drop --dask-address")
+        if not 1 <= self.router.near_members <= MAX_NEAR_MEMBERS:
+            raise InputError(f"near_members {self.router.near_members} is outside 1..{MAX_NEAR_MEMBERS}",
+                             hint=f"graft between 1 and {MAX_NEAR_MEMBERS} related solutions on a near route")
         return self
+
+    @property
+    def near_members(self) -> int:
+        """Related verified solutions grafted together on a near route (the router's setting)."""
+        return self.router.near_members
+
+    def settings(self) -> dict[str, Any]:
+        """The router, energy and verifier settings as plain JSON values: what the catalog records per run.
+
+        Example:
+            >>> RunConfig(problems="champ").settings()["router"]["near_threshold"]   # doctest: +SKIP
+            0.5
+        """
+        return self.model_dump(mode="json", include={"router", "energy", "verifier"})
+
+
+def run_env(cfg: RunConfig) -> Env:
+    """Where `cfg`'s work happens: its model, dtype, library, catalog URL and router settings."""
+    return Env(model=cfg.model, library=cfg.library, dtype=cfg.dtype, router=cfg.router,
+               db_url=config.database_url(config.library_root(cfg.library), cfg.db_url))
 
 
 def new_run_id() -> str:
@@ -161,7 +209,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
     Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, tokens_per_s)`
     is called as each problem's attempts are all finished (or it had nothing to do).
     """
-    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
+    eng, lib = env.engine(), env.open_library()
     sampled = cfg.attempts > 1
     open_forks: dict[str, int] = {}
     deposited: set[str] = set()
@@ -174,7 +222,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
                 if on_problem:
                     on_problem(problem.id, rate[0])
                 continue
-            decision = route_problem(env, problem, cfg.no_graft, cfg.near_members)
+            decision = route_problem(env, problem, cfg.no_graft, cfg.router.near_members)
             recurrence = decision.kind == "exact"
             if recurrence:
                 # The answer is in the graft: one greedy attempt (index 0) asks for it. Sampling it
@@ -195,12 +243,12 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
 
     model_seconds = 0.0
     with runtime.model_lock(eng):   # re-entrant: deposits below take it too
-        for job, k, result in solve_many(eng, lib, jobs(), slots=cfg.slots, meter=runtime.energy_meter(),
+        for job, k, result in solve_many(eng, lib, jobs(), slots=cfg.slots, meter=runtime.energy_meter(cfg.energy),
                                          progress=speed):
             problem, decision = job.problem, job.tag
             model_seconds += result.wall_seconds
             ledger.settle(granted=result.budget, used=result.decode_tokens)
-            verdict = verify(problem, result.answer)
+            verdict = verify(problem, result.answer, cfg.verifier)
             if (verdict.equivalent and cfg.deposit and decision.kind != "exact" and problem.id not in deposited
                     and problem.id not in solved):
                 deposit_own(env, problem, result, deposited_by)
@@ -228,8 +276,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     started = time.perf_counter()
     run_id = cfg.run_id or new_run_id()
     flow_run_id = str(flow_run.id) if flow_run.id else None
-    env = Env(model=cfg.model, library=cfg.library, dtype=cfg.dtype,
-              db_url=config.database_url(config.library_root(cfg.library), cfg.db_url))
+    env = run_env(cfg)
     pset = load_problems(cfg.problems, cfg.limit)
     window = env.engine().context_window
     if window and cfg.budget > window:
@@ -237,8 +284,9 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
                          hint=f"a decode budget of at most {window:,} tokens")
     schedule = {"slots": cfg.slots, "kernel": KERNEL_PATH, "dtype": cfg.dtype}
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
-                    attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule)
-    lib = runtime.library(env.library, env.db_url)
+                    attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule,
+                    settings=cfg.settings())
+    lib = env.open_library()
     prior = lib.catalog.attempts_for_run(run_id)
     spent = sum(a.decode_tokens for a in prior)
     # Settled: verified, or already asked as an exact recurrence (a recurrence is asked once).

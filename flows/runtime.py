@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from flywheel.energy import EnergyMeter
+    from flywheel.energy import EnergyConfig, EnergyMeter
     from flywheel.engine import Engine, EngineSettings
     from flywheel.library import Library
+    from flywheel.router import RouterConfig
 
 _lock = threading.Lock()
 _engines: dict[tuple[str, EngineSettings], Engine] = {}
 _model_locks: dict[int, threading.RLock] = {}
-_libraries: dict[tuple[str, str], Library] = {}
-_meter: EnergyMeter | None = None
+_libraries: dict[tuple[str, str, RouterConfig], Library] = {}
+_meters: dict[EnergyConfig | None, EnergyMeter] = {}
 _engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
 
 #: Called after each problem with (done, total, problem_id); the CLI sets it to drive its progress bar.
@@ -63,15 +64,15 @@ def register_engine(model: str, eng: Engine, settings: EngineSettings | None = N
         _engines[(model, settings or EngineSettings())] = eng
 
 
-def energy_meter() -> EnergyMeter:
-    """The process's energy meter (its source, NVML, RAPL or a labelled estimate, is chosen once)."""
+def energy_meter(config: EnergyConfig | None = None) -> EnergyMeter:
+    """The process's energy meter under `config` (default: the environment's); its source, NVML,
+    RAPL or a labelled estimate, is chosen once per config."""
     from flywheel.energy import EnergyMeter
 
-    global _meter
     with _lock:
-        if _meter is None:
-            _meter = EnergyMeter()
-        return _meter
+        if config not in _meters:
+            _meters[config] = EnergyMeter(config)
+        return _meters[config]
 
 
 def model_lock(eng: Engine) -> threading.RLock:
@@ -80,14 +81,15 @@ def model_lock(eng: Engine) -> threading.RLock:
         return _model_locks.setdefault(id(eng), threading.RLock())
 
 
-def library(root: str, db_url: str) -> Library:
-    """The process's open library for (`root`, `db_url`)."""
+def library(root: str, db_url: str, router_config: RouterConfig | None = None) -> Library:
+    """The process's open library for (`root`, `db_url`), routing under `router_config` (default: the router's)."""
     from flywheel.library import Library
+    from flywheel.router import RouterConfig
 
-    key = (str(Path(root).resolve()), db_url)
+    key = (str(Path(root).resolve()), db_url, router_config or RouterConfig())
     with _lock:
         if key not in _libraries:
-            _libraries[key] = Library.open(Path(root), db_url)
+            _libraries[key] = Library.open(Path(root), db_url, router_config=key[2])
         return _libraries[key]
 
 

@@ -26,19 +26,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flows import runtime
-from flows.run import RunConfig, flywheel_run, new_run_id
+from flows.run import RunConfig, flywheel_run, new_run_id, run_env
 from flywheel import config
-from flywheel.engine import EngineSettings
+from flywheel.domain import ROUTE_KINDS
 from flywheel.errors import DepositRefusedError
 from flywheel.problemsets import Problem, load_problem_set
 from flywheel.stats import mcnemar_exact, mcnemar_power, wilson
 
 CURATOR = "curator:study"
-#: Curated worked solutions seeded per family (the issue's bound: at most one).
-DEFAULT_CURATED = 1
-DEFAULT_PASSES = 2
-DEFAULT_ATTEMPTS = 4
 
 
 def family_of(problem_id: str, meta: dict[str, str] | None = None) -> str:
@@ -53,8 +48,8 @@ def seed_curated(cfg: RunConfig, problems: list[Problem], per_family: int) -> li
     """Deposit up to `per_family` curated solutions per family; returns the problem ids seeded."""
     if per_family <= 0:
         return []
-    eng = runtime.engine(cfg.model, EngineSettings(dtype=cfg.dtype))
-    lib = runtime.library(cfg.library, config.database_url(config.library_root(cfg.library), cfg.db_url))
+    eng = run_env(cfg).engine()
+    lib = run_env(cfg).open_library()
     taken: dict[str, int] = defaultdict(int)
     seeded = []
     for p in problems:
@@ -85,8 +80,8 @@ def paired(rows: list[tuple[bool, bool]]) -> dict[str, Any]:
     return out
 
 
-def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = DEFAULT_PASSES,
-              curated: int = DEFAULT_CURATED, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.STUDY_PASSES,
+              curated: int = config.STUDY_CURATED, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The study described in the module docstring; `cfg` carries model, library, budget, attempts, slots.
 
     Returns the JSON object of `flywheel study --json` (keys `passes`, `heldout`, `families`, `inputs`).
@@ -98,7 +93,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = DEFAULT
     overlap = {p.text for p in train_set.problems} & {p.text for p in held_set.problems}
     seeded = seed_curated(cfg, train_set.problems, curated)
     say(f"seeded {len(seeded)} curated solutions ({curated} per family at most)")
-    lib = runtime.library(cfg.library, config.database_url(config.library_root(cfg.library), cfg.db_url))
+    lib = run_env(cfg).open_library()
     pass_rows = []
     for i in range(1, passes + 1):
         summary = flywheel_run(cfg.model_copy(update={"problems": train, "run_id": f"{tag}-train{i}",
@@ -134,8 +129,8 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = DEFAULT
         held[f"{arm}_graft"].update(decode_tokens=t["decode_tokens"], run_id=arms[arm]["run_id"],
                                     decode_tokens_per_solved=t["decode_tokens"] / t["verified"] if t["verified"]
                                     else None)
-    held["routes"] = {k: sum(r["route"] == k for r in arms["with"]["results"]) for k in ("exact", "near", "none")}
-    eng = runtime.engine(cfg.model, EngineSettings(dtype=cfg.dtype))
+    held["routes"] = {k: sum(r["route"] == k for r in arms["with"]["results"]) for k in ROUTE_KINDS}
+    eng = run_env(cfg).engine()
     artifacts = [{"sha256": a.sha256, "deposited_by": s.deposited_by if (s := lib.catalog.get_solution(a.solution_id))
                   else None} for a in lib.catalog.list_artifacts(eng.fingerprint.digest)]
     return {

@@ -11,13 +11,15 @@ from prefect.cache_policies import NONE
 from flows import runtime
 from flywheel.attempt import AttemptResult, solution_of
 from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
+from flywheel.domain import canonical_json
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import Problem, ProblemSet, load_problem_set
-from flywheel.router import RouteDecision
+from flywheel.router import RouteDecision, RouterConfig
 
 if TYPE_CHECKING:
     from flywheel.engine import Engine
-    from verifiers import Verdict
+    from flywheel.library import Library
+    from verifiers import Verdict, VerifierConfig
 
 
 def _transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -48,6 +50,11 @@ class Env:
     library: str
     db_url: str
     dtype: str = "float32"   # the engine's dtype (part of its fingerprint)
+    router: RouterConfig = RouterConfig()  # the run's routing thresholds and index
+
+    def open_library(self) -> Library:
+        """This process's open library for the run's root and catalog, routing under the run's settings."""
+        return runtime.library(self.library, self.db_url, self.router)
 
     def engine(self) -> Engine:
         """This process's engine for the run's model and dtype."""
@@ -64,28 +71,36 @@ def load_problems(spec: str, limit: int | None = None) -> ProblemSet:
 
 @task(name="open-run", **CATALOG_WRITE)
 def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None, budget: int, attempts: int,
-             no_graft: bool, run_budget: int | None, schedule: dict[str, Any]) -> set[tuple[str, int]]:
+             no_graft: bool, run_budget: int | None, schedule: dict[str, Any],
+             settings: dict[str, Any]) -> set[tuple[str, int]]:
     """Catalogue the problems and the run (a resumed run is reopened); returns the keys already done.
 
     A run is resumed only under what its recorded attempts mean: the same problem set, model
-    fingerprint, budgets, and decode kernel and dtype (the slot count does not change a slot's bits).
+    fingerprint, budgets, decode kernel and dtype (the slot count does not change a slot's bits),
+    and router, energy and verifier `settings` (`RunConfig.settings()`; the verifier's worker
+    count does not change a verdict).
     """
     import json
 
-    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
+    eng, lib = env.engine(), env.open_library()
     existing = lib.catalog.get_run(run_id)
     if existing is not None:
-        _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule)
+        _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule, settings)
     lib.catalog.upsert_problems(ProblemSpec.of(p) for p in pset.problems)
     lib.catalog.create_run(run_id=run_id, problem_set=pset.spec, problem_set_hash=pset.hash, budget=budget,
                            attempts=attempts, model_name=eng.fingerprint.model,
                            model_fingerprint=eng.fingerprint.digest, no_graft=no_graft, run_budget=run_budget,
-                           flow_run_id=flow_run_id, decode_schedule=json.dumps(schedule, sort_keys=True))
+                           flow_run_id=flow_run_id, decode_schedule=json.dumps(schedule, sort_keys=True),
+                           settings=canonical_json(settings))
     return lib.catalog.recorded_attempt_keys(run_id)
 
 
+#: Recorded settings that do not change a result, so a run may resume under other values.
+RESULT_NEUTRAL_SETTINGS = frozenset({"verifier.workers"})
+
+
 def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, run_budget: int | None,
-                     attempts: int, schedule: dict[str, Any]) -> None:
+                     attempts: int, schedule: dict[str, Any], settings: dict[str, Any]) -> None:
     import json
 
     hint = "resume with the run's own settings, or start a new run without --run-id"
@@ -104,6 +119,23 @@ def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, 
     if recorded is not None and {k: recorded.get(k) for k in ("kernel", "dtype")} != \
             {k: schedule.get(k) for k in ("kernel", "dtype")}:
         raise InputError(f"run {run.id!r} decoded under {recorded}, not {schedule}", hint=hint)
+    if run.settings is not None:   # NULL: a run started before settings were recorded
+        then_flat, now_flat = _flatten(json.loads(run.settings)), _flatten(settings)
+        for name in sorted(then_flat.keys() | now_flat.keys()):
+            if name not in RESULT_NEUTRAL_SETTINGS and then_flat.get(name) != now_flat.get(name):
+                raise InputError(f"run {run.id!r} was started with {name} {then_flat.get(name)!r}, "
+                                 f"not {now_flat.get(name)!r}", hint=hint)
+
+
+def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"router": {"near_threshold": 0.5}} -> {"router.near_threshold": 0.5}."""
+    flat: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 @task(name="route", **LOCAL)
@@ -111,20 +143,20 @@ def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int 
     """Exact recurrence, near neighbour(s), or none (forced by --no-graft)."""
     if no_graft:
         return RouteDecision("none", None, 0.0, None)
-    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
+    eng, lib = env.engine(), env.open_library()
     return lib.route(eng, problem.text, members=near_members)
 
 
 @task(name="verify", **LOCAL)
-def verify(problem: Problem, answer: str | None) -> Verdict:
-    """Check the answer against the reference (or by substitution when there is none)."""
-    return problem.check(answer)
+def verify(problem: Problem, answer: str | None, config: VerifierConfig | None = None) -> Verdict:
+    """Check the answer against the reference (or by substitution when there is none), under `config`."""
+    return problem.check(answer, config=config)
 
 
 @task(name="deposit", **CATALOG_WRITE)
 def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by: str) -> str | None:
     """Deposit the model's own verified solution if the library has none for this problem yet."""
-    eng, lib = env.engine(), runtime.library(env.library, env.db_url)
+    eng, lib = env.engine(), env.open_library()
     if result.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
     with runtime.model_lock(eng):
@@ -139,11 +171,11 @@ def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by:
 @task(name="record", **CATALOG_WRITE)
 def record(env: Env, rec: AttemptRecord, grafts: list[GraftRecord]) -> bool:
     """Record the attempt and its grafts in one transaction; False if it was already recorded."""
-    lib = runtime.library(env.library, env.db_url)
+    lib = env.open_library()
     return lib.catalog.record_attempt(rec, grafts).created
 
 
 @task(name="finish-run", **CATALOG_WRITE)
 def finish_run(env: Env, run_id: str, status: str = "finished") -> None:
     """Mark the run finished."""
-    runtime.library(env.library, env.db_url).catalog.finish_run(run_id, status)
+    env.open_library().catalog.finish_run(run_id, status)

@@ -22,6 +22,24 @@ DEFAULT_LIBRARY = Path("library")
 DEFAULT_THREADS = 2
 #: Decode-token budget per attempt: enough for a short worked solution from a 270M model.
 DEFAULT_BUDGET = 160
+#: Attempts per problem in a pass: one greedy attempt; more are sampled, attempt k with seed + k.
+DEFAULT_ATTEMPTS = 1
+#: Base sampling seed of a pass.
+DEFAULT_SEED = 0
+#: Worker processes of the temporary local Dask cluster: one per core of a 2-core machine.
+DEFAULT_DASK_WORKERS = 2
+
+# `flywheel demo` (flows.demo): a slice of CHAMP (recurring, with curated solutions) plus
+# generated word problems, small enough for a few minutes on 2 CPU cores.
+DEMO_CHAMP = 4          # CHAMP problems
+DEMO_PER_FAMILY = 1     # generated problems per word-problem family (10 families)
+DEMO_ATTEMPTS = 4       # sampled attempts per problem in pass 1, sharing one prefill
+DEMO_BUDGET = 64        # decode tokens per attempt: a generated worked solution is ~40 tokens
+
+# `flywheel study` (flows.study): train passes, then held-out with vs without grafts.
+STUDY_PASSES = 2        # train passes over the train set
+STUDY_ATTEMPTS = 4      # sampled attempts per unsolved train problem, sharing one prefill
+STUDY_CURATED = 1       # curated worked solutions seeded per family (the study's bound: at most one)
 
 
 def library_root(explicit: str | os.PathLike[str] | None = None) -> Path:

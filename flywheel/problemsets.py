@@ -38,7 +38,7 @@ from flywheel.errors import InputError
 from flywheel.families import FAMILIES, SPLITS, Family, Split, word_families
 
 if TYPE_CHECKING:
-    from verifiers import Verdict
+    from verifiers import Verdict, VerifierConfig
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,11 @@ class Problem:
     source: str = ""
     meta: dict[str, str] = field(default_factory=dict)
 
-    def check(self, answer: str | None) -> Verdict:
+    def check(self, answer: str | None, *, config: VerifierConfig | None = None) -> Verdict:
         """The verifier's verdict on `answer`: against `reference` when there is one, else by substitution.
 
-        No answer at all (None or blank) is `unparseable`.
+        No answer at all (None or blank) is `unparseable`. `config` bounds the check (the verifier's
+        defaults when None).
 
         Example: `Problem("p1", "What is 2+2?", reference="4").check("4").equivalent` -> True.
         """
@@ -64,8 +65,8 @@ class Problem:
         if answer is None or not answer.strip():
             return verifiers.Verdict("unparseable", "no answer in the output")
         if self.reference is not None and self.reference.strip():
-            return verifiers.check(answer, self.reference)
-        return verifiers.check_by_substitution(self.text, answer)
+            return verifiers.check(answer, self.reference, config=config)
+        return verifiers.check_by_substitution(self.text, answer, config=config)
 
 
 def set_hash(problems: list[Problem]) -> str:

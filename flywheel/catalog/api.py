@@ -302,15 +302,19 @@ class Catalog:
     def create_run(self, *, run_id: str, problem_set: str, problem_set_hash: str, budget: int,
                    attempts: int, model_name: str, model_fingerprint: str, no_graft: bool = False,
                    run_budget: int | None = None, flow_run_id: str | None = None,
-                   decode_schedule: str | None = None) -> RunRow:
-        """Start run `run_id`, or return it unchanged if it exists (a resumed run)."""
+                   decode_schedule: str | None = None, settings: str | None = None) -> RunRow:
+        """Start run `run_id`, or return it unchanged if it exists (a resumed run).
+
+        `decode_schedule` and `settings` are canonical JSON: the batched decode schedule, and the
+        router, energy and verifier settings of the run (`flows.run.RunConfig.settings`).
+        """
         def work(s: Session) -> RunRow:
             insert_ignore(s, RunRow, {
                 "id": run_id, "flow_run_id": flow_run_id, "problem_set": problem_set,
                 "problem_set_hash": problem_set_hash, "budget": budget, "run_budget": run_budget,
                 "attempts": attempts, "no_graft": no_graft, "model_name": model_name,
                 "model_fingerprint": model_fingerprint, "status": "running",
-                "decode_schedule": decode_schedule})
+                "decode_schedule": decode_schedule, "settings": settings})
             row = s.get(RunRow, run_id, populate_existing=True)
             assert row is not None
             if row.status != "running":  # resuming a finished or failed run reopens it

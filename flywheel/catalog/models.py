@@ -111,6 +111,8 @@ class RunRow(Base):
     model_fingerprint: Mapped[str] = mapped_column(String(SHA_LEN))
     status: Mapped[str] = mapped_column(String(16), default="running")  # running|finished|failed|interrupted
     decode_schedule: Mapped[str | None] = mapped_column(String(255))  # canonical JSON: slots, kernel, dtype
+    # canonical JSON of the router, energy and verifier settings the run used (NULL: started before 0004)
+    settings: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

@@ -11,12 +11,14 @@ from typing import Any
 
 import click
 
+from flywheel import config
 from flywheel.cli.common import echo_json, settings_of
+from flywheel.domain import ROUTE_KINDS
 from flywheel.errors import InputError
 
-#: Options left unset take the flow's defaults (`flows.run.RunConfig`), the one source of truth;
-#: flows are imported lazily so `flywheel --help` stays fast.
-_BUDGET_HELP = "Decode-token budget per attempt (default: RunConfig's, 160)."
+#: Options left unset take the flow's defaults (`flows.run.RunConfig`, which reads them from
+#: `flywheel.config`); flows are imported lazily so `flywheel --help` stays fast.
+_BUDGET_HELP = f"Decode-token budget per attempt (default {config.DEFAULT_BUDGET})."
 
 
 def _schedule_options(f: Any) -> Any:
@@ -83,7 +85,7 @@ def _config(ctx: click.Context, **kw: Any) -> Any:
 
 def _summary_lines(summary: dict[str, Any]) -> list[str]:
     t = summary["totals"]
-    routes = {k: sum(r["route"] == k for r in summary["results"]) for k in ("exact", "near", "none")}
+    routes = {k: sum(r["route"] == k for r in summary["results"]) for k in ROUTE_KINDS}
     exhausted = sum(r["budget_exhausted"] for r in summary["results"])
     refused = sum(len(r["refused_grafts"]) for r in summary["results"])
     lines = [f"run {summary['run_id']}: {t['verified']}/{t['problems']} verified; routes exact {routes['exact']}, "
@@ -99,9 +101,9 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("--problems", "problems", required=True, help="champ, a .jsonl/.csv/.parquet file, or gen:linear?n=50&seed=1.")
 @click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
 @click.option("--run-budget", type=click.IntRange(min=0), default=None, help="Decode-token budget for the whole run.")
-@click.option("--attempts", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True,
               help="Attempts per problem (more than 1 samples with seeds).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Base sampling seed.")
+@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True, help="Base sampling seed.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N problems.")
 @click.option("--no-graft", is_flag=True, help="Never graft: solve every problem from the plain prompt.")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
@@ -113,7 +115,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
               help="With --task-runner dask: an existing cluster's scheduler, e.g. tcp://dask-scheduler:8786 "
                    "(its workers need this library, catalog and PREFECT_API_URL). Default: a temporary local cluster.")
 @click.option("--dask-workers", type=click.IntRange(min=1), default=None,
-              help="With --task-runner dask: worker processes of the temporary local cluster (default: RunConfig's, 2).")
+              help="With --task-runner dask: worker processes of the temporary local cluster "
+                   f"(default {config.DEFAULT_DASK_WORKERS}).")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
@@ -154,7 +157,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
 @click.option("--problems", "problems", required=True, help="The problem set each scheduled run works through.")
 @click.option("--cron", required=True, help="Cron schedule, e.g. '0 3 * * *'.")
 @click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--attempts", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True)
 @click.option("--name", default="flywheel", show_default=True, help="Deployment name.")
 @click.pass_context
 def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, attempts: int, name: str) -> None:
@@ -162,7 +165,7 @@ def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, atte
 
     \b
     Example:
-      flywheel serve --problems champ --cron '0 3 * * *' --budget 160
+      flywheel serve --problems champ --cron '0 3 * * *' --attempts 2
     """
     cfg = _config(ctx, problems=problems, budget=budget, attempts=attempts)
     from flows.deploy import serve as serve_deployment
@@ -175,8 +178,8 @@ def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, atte
               help="Set whose curated solutions are deposited first (e.g. gen:linear?n=20&seed=1).")
 @click.option("--heldout", required=True, help="Held-out set evaluated with and without near grafts.")
 @click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--attempts", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True)
+@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N held-out problems.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
@@ -212,22 +215,24 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
               help="Train set: passes sample, verify and deposit here (e.g. 'gen:all?n=20&seed=1&split=train').")
 @click.option("--heldout", required=True, help="Held-out set, run with and without near grafts "
                                                "(e.g. 'gen:all?n=20&seed=2&split=heldout').")
-@click.option("--passes", type=click.IntRange(min=0), default=None, help="Train passes (default 2).")
-@click.option("--attempts", type=click.IntRange(min=1), default=None,
-              help="Sampled attempts per unsolved train problem, sharing one prefill (default 4).")
+@click.option("--passes", type=click.IntRange(min=0), default=config.STUDY_PASSES, show_default=True,
+              help="Train passes.")
+@click.option("--attempts", type=click.IntRange(min=1), default=config.STUDY_ATTEMPTS, show_default=True,
+              help="Sampled attempts per unsolved train problem, sharing one prefill.")
 @click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--curated", type=click.IntRange(min=0), default=None,
-              help="Curated worked solutions seeded per family (default 1; 0 = the model's own only).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--curated", type=click.IntRange(min=0), default=config.STUDY_CURATED, show_default=True,
+              help="Curated worked solutions seeded per family (0 = the model's own only).")
+@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
 @click.option("--members", "near_members", type=click.IntRange(1, 16), default=None,
-              help="Related verified solutions grafted together on a near route (default 1).")
+              help="Related verified solutions grafted together on a near route "
+                   "(default: the router's, flywheel.router.RouterConfig.near_members).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write accuracy per pass and held-out with/without grafts to this PNG.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
-def study(ctx: click.Context, train: str, heldout: str, passes: int | None, attempts: int | None,
-          budget: int | None, curated: int | None, seed: int, near_members: int | None, plot_path: Path | None,
+def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: int,
+          budget: int | None, curated: int, seed: int, near_members: int | None, plot_path: Path | None,
           slots: int | None,
           dtype: str | None, as_json: bool) -> None:
     """The capability measurement: train passes on the model's own verified solutions, then held-out
@@ -243,11 +248,9 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int | None, atte
     from flows import study as st
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
-                  attempts=attempts or st.DEFAULT_ATTEMPTS, near_members=near_members)
+                  attempts=attempts, near_members=near_members)
     with _progress(True):
-        out = st.run_study(cfg, train=train, heldout=heldout,
-                           passes=st.DEFAULT_PASSES if passes is None else passes,
-                           curated=st.DEFAULT_CURATED if curated is None else curated,
+        out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated,
                            progress=lambda line: click.echo(line, err=True))
     h = out["heldout"]
     for arm in ("without_graft", "with_graft"):
@@ -269,17 +272,19 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int | None, atte
 @click.command("demo")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the demo library goes (default: a fresh temporary directory).")
-@click.option("--budget", type=click.IntRange(min=1), default=None, help=_BUDGET_HELP)
-@click.option("--champ", "n_champ", type=click.IntRange(min=1), default=None, help="CHAMP problems (default 4).")
-@click.option("--families", "per_family", type=click.IntRange(min=0), default=None,
-              help="Generated problems per word-problem family, 10 families (default 1).")
-@click.option("--attempts", type=click.IntRange(min=1), default=None,
-              help="Sampled attempts per problem in each pass, sharing one prefill (default 4).")
+@click.option("--budget", type=click.IntRange(min=1), default=config.DEMO_BUDGET, show_default=True,
+              help="Decode-token budget per attempt.")
+@click.option("--champ", "n_champ", type=click.IntRange(min=1), default=config.DEMO_CHAMP, show_default=True,
+              help="CHAMP problems.")
+@click.option("--families", "per_family", type=click.IntRange(min=0), default=config.DEMO_PER_FAMILY,
+              show_default=True, help="Generated problems per word-problem family (10 families).")
+@click.option("--attempts", type=click.IntRange(min=1), default=config.DEMO_ATTEMPTS, show_default=True,
+              help="Sampled attempts per problem in each pass, sharing one prefill.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
-def demo(ctx: click.Context, workdir: Path | None, budget: int | None, n_champ: int | None, per_family: int | None,
-         attempts: int | None, slots: int | None, dtype: str | None, as_json: bool) -> None:
+def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, per_family: int,
+         attempts: int, slots: int | None, dtype: str | None, as_json: bool) -> None:
     """The flywheel end to end: sibling-seeded pass 1 with self-deposits, curated CHAMP deposits, pass 2 from grafts.
 
     \b

@@ -60,3 +60,58 @@ def test_migrations_render_for_postgresql_without_sqlite_sql() -> None:
     assert "UNIQUE (run_id, problem_id, attempt_index)" in sql
     assert "AUTOINCREMENT" not in sql and "PRAGMA" not in sql
     assert "id SERIAL NOT NULL" in sql  # portable autoincrement, rendered natively
+
+
+def test_migrations_are_ordered_and_named() -> None:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    chain = [rev for rev in script.walk_revisions("base", "heads")][::-1]   # oldest first
+    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004"]
+    for rev in chain:
+        assert Path(rev.path).name.startswith(f"{rev.revision}_") and rev.doc   # ordered, named, described
+
+
+def test_0004_records_run_settings_and_leaves_older_runs_null(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    url = config.database_url(tmp_path)
+    db = create_engine(url)
+    assert migrate(db, "0003") == "0003"
+    with db.begin() as conn:   # a run recorded before run settings existed
+        conn.execute(text("INSERT INTO runs (id, problem_set, problem_set_hash, budget, attempts, no_graft, "
+                          "model_name, model_fingerprint, status, started_at) VALUES ('old', 'champ', :h, 160, 1, "
+                          "0, 'm', :h, 'finished', '2025-01-01 00:00:00')"), {"h": "0" * 64})
+    assert migrate(db) == head_revision()
+    assert "settings" in {c["name"] for c in inspect(db).get_columns("runs")}
+    db.dispose()
+
+    cat = open_catalog(url)
+    settings = '{"router":{"near_threshold":0.7}}'
+    cat.create_run(run_id="new", problem_set="champ", problem_set_hash="1" * 64, budget=160, attempts=1,
+                   model_name="m", model_fingerprint="1" * 64, settings=settings)
+    old, new = cat.get_run("old"), cat.get_run("new")
+    assert old is not None and old.settings is None and old.budget == 160
+    assert new is not None and new.settings == settings
+    cat.close()
+
+    db = create_engine(url)
+    with db.connect() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
+        conn.commit()
+        assert current_revision(conn) == "0003"
+    assert "settings" not in {c["name"] for c in inspect(db).get_columns("runs")}
+    with db.connect() as conn:   # the runs stay, and the report views still read them
+        assert conn.execute(text("SELECT id FROM runs ORDER BY id")).scalars().all() == ["new", "old"]
+        assert conn.execute(text("SELECT count(*) FROM attempt_costs")).scalar() == 0
+    db.dispose()
+
+
+def test_0004_renders_for_postgresql_as_a_plain_added_column() -> None:
+    buf = io.StringIO()
+    cfg = alembic_config("postgresql+psycopg://user@localhost/flywheel")
+    cfg.output_buffer = buf
+    command.upgrade(cfg, "0003:0004", sql=True)
+    assert "ALTER TABLE runs ADD COLUMN settings TEXT" in buf.getvalue()

@@ -9,11 +9,15 @@ import pytest
 
 from flows import RunConfig, flywheel_run, runtime
 from flywheel import config
+from flywheel.domain import canonical_json
+from flywheel.energy import EnergyConfig
 from flywheel.engine import Engine
 from flywheel.errors import InputError
 from flywheel.library import Library
 from flywheel.problemsets import Problem, load_problem_set
 from flywheel.prompts import attempt_suffix, plain_prompt
+from flywheel.router import RouterConfig
+from verifiers import VerifierConfig
 
 PROBLEMS = [
     {"id": "lin-a", "problem": "Solve for x: 3x + 8 = 35.", "reference": "9",
@@ -198,3 +202,70 @@ def test_a_run_stopped_midway_is_marked_and_resumes(tiny: str, lib_dir: Path, se
     assert run is not None and run.status == "interrupted"
     out = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, run_id="run-stopped"))
     assert len(out["results"]) == 2 and open_lib(lib_dir).catalog.get_run("run-stopped").status == "finished"
+
+
+# --- the router, energy and verifier settings a run used --------------------------------------------
+
+
+def test_near_members_is_the_routers_setting_and_is_bounded() -> None:
+    cfg = RunConfig(problems="champ", router=RouterConfig(near_threshold=0.7), near_members=3)
+    assert cfg.router == RouterConfig(near_threshold=0.7, near_members=3) and cfg.near_members == 3
+    assert RunConfig(problems="champ").router == RouterConfig()
+    with pytest.raises(InputError, match="outside 1..16"):
+        RunConfig(problems="champ", near_members=17)
+
+
+def test_a_run_records_the_router_energy_and_verifier_settings_it_used(tiny: str, lib_dir: Path,
+                                                                      set_file: Path) -> None:
+    cfg = _cfg(tiny, lib_dir, set_file, budget=2, limit=1, router=RouterConfig(near_threshold=0.7, search_k=4),
+               near_members=2, energy=EnergyConfig(cpu_watts=7.5, source="estimate"),
+               verifier=VerifierConfig(timeout_s=3.0, tolerance=1e-6))
+    out = flywheel_run(cfg)
+    catalog = open_lib(lib_dir).catalog
+    run = catalog.get_run(out["run_id"])
+    assert run is not None and run.settings == canonical_json(cfg.settings())
+    recorded = json.loads(run.settings)
+    assert recorded["router"] == {"near_threshold": 0.7, "index_kind": "flat", "hnsw_m": 32, "search_k": 4,
+                                  "include_unverified": False, "near_members": 2}
+    assert recorded["energy"] == {"cpu_watts": 7.5, "source": "estimate", "powercap_root": "/sys/class/powercap"}
+    assert recorded["verifier"]["timeout_s"] == 3.0 and recorded["verifier"]["tolerance"] == 1e-6
+    assert {a.energy_source for a in catalog.attempts_for_run(out["run_id"])} == {"estimate"}  # metered as set
+
+
+def test_the_runs_near_threshold_decides_its_routes(tiny: str, lib_dir: Path, tmp_path: Path) -> None:
+    _curate(tiny, lib_dir, load_problem_set(str(_write(tmp_path / "curated.jsonl", PROBLEMS[:1]))).problems)
+    fresh = _write(tmp_path / "fresh.jsonl", PROBLEMS[1:])   # related to the curated one, not the same
+    loose = flywheel_run(_cfg(tiny, lib_dir, fresh, budget=2, router=RouterConfig(near_threshold=0.05)))
+    strict = flywheel_run(_cfg(tiny, lib_dir, fresh, budget=2, router=RouterConfig(near_threshold=0.999)))
+    assert [r["route"] for r in loose["results"]] == ["near"]
+    assert [r["route"] for r in strict["results"]] == ["none"]
+
+
+def test_the_runs_verifier_settings_decide_its_verdicts(scripted: str, lib_dir: Path, tmp_path: Path) -> None:
+    near_nine = _write(tmp_path / "set.jsonl", [{"id": "p", "problem": "Compute 3 * 3.0003.", "reference": "9.0009"}])
+    exact = flywheel_run(_cfg(scripted, lib_dir, near_nine, budget=24, deposit=False))
+    tolerant = flywheel_run(_cfg(scripted, lib_dir, near_nine, budget=24, deposit=False,
+                                 verifier=VerifierConfig(tolerance=1e-3)))
+    assert exact["results"][0]["answer"] == tolerant["results"][0]["answer"] == "9"   # the script's answer
+    assert not exact["results"][0]["verified"] and tolerant["results"][0]["verified"]
+
+
+def test_resuming_under_other_router_energy_or_verifier_settings_is_refused(tiny: str, lib_dir: Path,
+                                                                           set_file: Path) -> None:
+    first = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1))
+    again = {"budget": 2, "limit": 1, "run_id": first["run_id"]}
+    with pytest.raises(InputError, match="router.near_threshold 0.5, not 0.7"):
+        flywheel_run(_cfg(tiny, lib_dir, set_file, router=RouterConfig(near_threshold=0.7), **again))
+    with pytest.raises(InputError, match="router.near_members 1, not 2"):
+        flywheel_run(_cfg(tiny, lib_dir, set_file, near_members=2, **again))
+    with pytest.raises(InputError, match="verifier.tolerance None, not 0.01"):
+        flywheel_run(_cfg(tiny, lib_dir, set_file, verifier=VerifierConfig(tolerance=0.01), **again))
+    with pytest.raises(InputError, match="energy.cpu_watts"):
+        flywheel_run(_cfg(tiny, lib_dir, set_file, energy=EnergyConfig(cpu_watts=99.0), **again))
+    # the verifier's worker count does not change a verdict: the resume is accepted
+    flywheel_run(_cfg(tiny, lib_dir, set_file, verifier=VerifierConfig(workers=1), **again))
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
