@@ -19,9 +19,12 @@ Import takes nothing on the bundle's word and is all or nothing:
    (contradicted: refused; unverifiable: refused unless `allow_unverified`, then imported
    marked unverified and never routed by default); text limits are those of a deposit; a
    problem id may not clash with another text, in the bundle or in the library.
-4. Commit. Only when every entry passed: artifact files are stored, all catalog rows are
-   committed in one transaction (on failure the newly written files are removed), then the
-   index is brought in line with the catalog.
+4. Commit. Only when every entry passed, through `Library.deposit_staged`: artifact files are
+   stored, all catalog rows are committed in one transaction (on failure the newly written
+   files are removed), then the index is brought in line with the catalog.
+
+Staging happens in `<library>/.import-<pid>-<random>/`, locked by its importer; a folder left
+by a killed import is removed by the next import (`remove_stale_staging`), never a live one's.
 
 Entries made under another fingerprint are not errors: they are skipped (listed in
 `ImportReport.refused`) unless `any_fingerprint`, and never routed here.
@@ -29,13 +32,18 @@ Entries made under another fingerprint are not errors: they are skipped (listed 
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
 import re
 import shutil
 import struct
 import tarfile
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -46,10 +54,9 @@ from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
-    from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.engine import Engine
     from flywheel.kv.artifact import ArtifactHeader
-    from flywheel.library import Library
+    from flywheel.library import Library, StagedDeposit
 
 BUNDLE_FORMAT = "kv-flywheel-bundle"
 BUNDLE_VERSION = 1
@@ -248,17 +255,6 @@ def _read_exact(src: IO[bytes], n: int) -> bytes:
 # --- import: entries -----------------------------------------------------------------------------
 
 
-@dataclass
-class _Checked:
-    """An entry that passed every check, ready to commit."""
-
-    staged: Path
-    problem: ProblemSpec
-    solution: SolutionSpec
-    artifact: ArtifactSpec
-    routable: bool
-
-
 def _text(obj: dict[str, Any], key: str, where: str, *, optional: bool = False) -> str | None:
     value = obj.get(key)
     if value is None and optional:
@@ -295,11 +291,11 @@ def _parse_entry(entry: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: list[Any],
                    members: dict[str, tarfile.TarInfo], staging: Path, limit: int, *,
-                   any_fingerprint: bool, allow_unverified: bool, report: ImportReport) -> list[_Checked]:
+                   any_fingerprint: bool, allow_unverified: bool, report: ImportReport) -> list[StagedDeposit]:
     """Every check of every entry; raises `BundleRefusedError` naming the first bad one."""
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.catalog.normalize import text_hash
-    from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, contradicted
+    from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, StagedDeposit, contradicted
     from flywheel.problemsets import Problem
     from flywheel.prompts import graft_prefix
 
@@ -307,7 +303,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     listed: set[str] = set()
     ids: dict[str, str] = {}            # problem id -> text hash, within the bundle
     by_text: dict[str, str] = {}        # text hash -> first problem id, within the bundle
-    checked: list[_Checked] = []
+    checked: list[StagedDeposit] = []
     for number, entry in enumerate(entries, start=1):
         label = f"bundle entry {number}"
         try:
@@ -382,7 +378,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
             raise bad(f"the answer {printable(s['answer'], 60)!r} could not be verified ({status}: "
                       f"{printable(reason, 160)})",
                       hint="pass --unverified to import such entries marked unverified (never routed unless asked)")
-        checked.append(_Checked(
+        checked.append(StagedDeposit(
             staged,
             ProblemSpec.of(problem),
             SolutionSpec(text=s["text"], answer=s["answer"], verdict_status=status, verdict_reason=reason,
@@ -432,38 +428,87 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
         why = "not a tar file (plain, gzip, bzip2 or xz)" if isinstance(err, tarfile.ReadError) else str(err)
         raise _refuse(f"{printable(path)} is not a readable bundle: {why}") from None
     report = ImportReport()
+    remove_stale_staging(lib.root)
     # Staged inside the library (same filesystem, its free space); removed whatever happens.
-    staging = Path(tempfile.mkdtemp(prefix=".import-", dir=lib.root))
-    try:
-        with tar:
-            manifest_info, members = _members(tar, limit)
-            entries = _read_manifest(tar, manifest_info, len(members))
-            checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
-                                     any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
-                                     report=report)
-        _commit(lib, engine, checked, report)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with tar, staging_dir(lib.root) as staging:
+        manifest_info, members = _members(tar, limit)
+        entries = _read_manifest(tar, manifest_info, len(members))
+        checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
+                                 any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
+                                 report=report)
+        done = lib.deposit_staged(checked, fingerprint=engine.fingerprint.digest)
+    report.imported = done.created
+    report.present = done.already_stored
+    report.unverified = sum(c.solution.unverified for c in checked)
     return report
 
 
-def _commit(lib: Library, engine: Engine, checked: list[_Checked], report: ImportReport) -> None:
-    """Store the files, commit every row in one transaction, then index; undo the files on failure."""
-    written: list[str] = []
+# --- import: staging folders ---------------------------------------------------------------------
+
+#: Staging folders are `<library>/.import-<pid>-<random>/`. Each holds `.lock`, which its importer
+#: keeps `flock`ed until the folder is removed; the kernel drops the lock when the importer dies
+#: (even by `kill -9`), which is how a live import's folder is told from a stale one.
+STAGING_PREFIX = ".import-"
+_STAGING_LOCK = ".lock"
+#: An unlocked folder whose named process still runs is stale only when older than this: a live
+#: importer locks its folder microseconds after making it, so an old one means the pid was reused.
+_UNLOCKED_GRACE_S = 60.0
+
+
+@contextmanager
+def staging_dir(root: Path) -> Iterator[Path]:
+    """A fresh staging folder in `root`, locked as this process's while the block runs, then removed."""
+    path = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=root))
     try:
-        for item in checked:
-            sha = item.artifact.sha256
-            if lib.store.contains(sha):
-                report.present += 1
-            else:
-                lib.store.put(item.staged.read_bytes())
-                written.append(sha)
-        rows = lib.catalog.deposit_many([(c.problem, c.solution, c.artifact) for c in checked])
-    except BaseException:
-        for sha in written:
-            lib.store.remove(sha)
-        raise
-    report.imported = sum(r.created for r in rows)
-    report.unverified = sum(c.solution.unverified for c in checked)
-    if any(c.routable for c in checked):
-        lib.router.sync(engine.fingerprint.digest)
+        with open(path / _STAGING_LOCK, "wb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def stale_staging_dirs(root: Path) -> list[Path]:
+    """Staging folders in `root` whose import is gone (killed or crashed); a live import's are not listed."""
+    return sorted(d for d in root.glob(f"{STAGING_PREFIX}*") if d.is_dir() and not d.is_symlink() and _stale(d))
+
+
+def remove_stale_staging(root: Path) -> list[Path]:
+    """Remove the staging folders that interrupted imports left in `root`; returns those removed."""
+    stale = stale_staging_dirs(root)
+    for d in stale:
+        shutil.rmtree(d, ignore_errors=True)
+    return stale
+
+
+def _stale(folder: Path) -> bool:
+    try:
+        with open(folder / _STAGING_LOCK, "rb") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False                      # its importer holds the lock: running
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except FileNotFoundError:
+        pass                                      # not locked yet, or killed before it was
+    except OSError:
+        return False                              # cannot tell: leave it
+    match = re.match(rf"{re.escape(STAGING_PREFIX)}(\d+)-", folder.name)
+    if match is None or not _running(int(match.group(1))):
+        return True
+    try:
+        return time.time() - folder.stat().st_mtime > _UNLOCKED_GRACE_S
+    except OSError:
+        return False
+
+
+def _running(pid: int) -> bool:
+    """Whether a process with this id exists on this machine."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:                       # exists, owned by someone else
+        return True
+    return True

@@ -13,23 +13,30 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flywheel import config
-from flywheel.errors import ArtifactNotFoundError, DepositRefusedError, LibraryError
+from flywheel.errors import (
+    ArtifactError,
+    ArtifactNotFoundError,
+    DepositRefusedError,
+    FlywheelError,
+    LibraryError,
+)
 from flywheel.kv import Graft, capture, graft, parse_artifact
 from flywheel.kv.artifact import artifact_name
 from flywheel.problemsets import Problem
 from flywheel.prompts import TEMPLATE_VERSION, graft_prefix
 from flywheel.store import ArtifactStore as ArtifactStoreBase
-from flywheel.tables import MAX_CELL_CHARS
+from flywheel.tables import MAX_CELL_CHARS, BadRow
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
-    from flywheel.catalog import Catalog
+    from flywheel.bundle import ImportReport
+    from flywheel.catalog import ArtifactSpec, Catalog, ProblemSpec, SolutionSpec
     from flywheel.engine import Engine
     from flywheel.router import RouteDecision, Router, RouterConfig
     from flywheel.store import ArtifactStore
@@ -46,6 +53,82 @@ class DepositResult:
     verdict_reason: str
     token_count: int
     unverified: bool
+
+
+#: `progress(done, total)`: called once with `done=0` before the work, then after each item.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class DepositedRow:
+    """A batch row that was deposited: its line, the id it was given (or ""), and the result."""
+
+    line: int
+    given_id: str
+    result: DepositResult
+
+    @property
+    def filed_under_existing(self) -> bool:
+        """The row named an id, but its text was already catalogued under another one."""
+        return bool(self.given_id) and self.result.problem_id != self.given_id
+
+
+@dataclass(frozen=True)
+class RefusedRow:
+    """A batch row that was not deposited, with the one-line reason."""
+
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class BatchDeposit:
+    """What `Library.deposit_many` did, row by row, in input order."""
+
+    deposited: tuple[DepositedRow, ...]
+    refused: tuple[RefusedRow, ...]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One disagreement between store, catalog and index; `artifact`/`problem` are "" when none applies."""
+
+    artifact: str
+    problem: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """What `Library.scan` found: `checked` catalogued artifacts, each disagreement, and notes
+    on harmless leftovers (an interrupted import's staging folder) that are not disagreements."""
+
+    checked: int
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+@dataclass(frozen=True)
+class StagedDeposit:
+    """A fully checked deposit whose artifact bytes wait in a staging file (a bundle entry)."""
+
+    staged: Path
+    problem: ProblemSpec
+    solution: SolutionSpec
+    artifact: ArtifactSpec
+    routable: bool  # of the committing engine's fingerprint and verified: the index gets it
+
+
+@dataclass(frozen=True)
+class StagedCommit:
+    """What `Library.deposit_staged` did: rows newly created, and artifact files already stored."""
+
+    created: int
+    already_stored: int
 
 
 #: Longest problem, solution, answer or reference text a deposit (or an import) accepts.
@@ -76,17 +159,6 @@ def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
 def contradicted(status: str) -> bool:
     """Whether a verdict contradicts the answer (as opposed to being unable to check it)."""
     return status == "not_equivalent"
-
-
-def verify_answer(problem: Problem, answer: str) -> tuple[str, str]:
-    """(status, reason): against the reference when there is one, else by substitution."""
-    import verifiers
-
-    if problem.reference is not None and problem.reference.strip():
-        verdict = verifiers.check(answer, problem.reference)
-    else:
-        verdict = verifiers.check_by_substitution(problem.text, answer)
-    return verdict.status, verdict.reason
 
 
 def open_catalog_read_only(url: str) -> Catalog:
@@ -210,7 +282,8 @@ class Library:
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
         check_deposit_text(problem, solution, answer)
-        status, reason = verify_answer(problem, answer)
+        verdict = problem.check(answer)
+        status, reason = verdict.status, verdict.reason
         if contradicted(status) or (status != "equivalent" and not unverified):
             against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"
             label = printable(problem.id or repr(problem.text[:40]), 80)
@@ -221,8 +294,7 @@ class Library:
                 f"answer {printable(answer, 80)!r} for {label} was not verified against {printable(against, 120)}: "
                 f"{status} ({printable(reason, 200)})", hint=hint)
         problem = self.filed_as(problem)
-        pspec = ProblemSpec(text=problem.text, id=problem.id or None, reference=problem.reference,
-                            source=problem.source or None)
+        pspec = ProblemSpec.of(problem)
         fp = engine.fingerprint
         existing = self.catalog.find_deposit(pspec, solution, answer, fp.digest)
         if existing is not None and self.store.contains(existing.sha256):
@@ -260,6 +332,160 @@ class Library:
             return problem
         same = self.catalog.problems_by_text(problem.text)
         return replace(problem, id=same[0].id) if same else problem
+
+    def deposit_many(self, engine: Engine, rows: Sequence[tuple[int, Mapping[str, str]] | BadRow], *,
+                     source: str = "curator", deposited_by: str = "curator", unverified: bool = False,
+                     progress: Progress | None = None) -> BatchDeposit:
+        """Deposit table rows one by one; a bad row is refused with its line and the rest go on.
+
+        Args:
+            engine: the model that prefills each graft.
+            rows: `(line, row)` pairs with keys problem, solution, answer (id and reference optional),
+                or `BadRow`s, as `flywheel.tables.read_table` yields them.
+            source: the problem set name recorded with each problem (e.g. the file's name).
+            deposited_by: recorded with each solution.
+            unverified: as for `deposit`.
+            progress: called as `progress(done, total)` (e.g. to draw a bar).
+        Returns:
+            the deposited rows (with each `DepositResult`) and the refused ones, by line.
+
+        Example:
+            >>> lib.deposit_many(engine, list(read_table(path, required=REQ))).refused   # doctest: +SKIP
+            (RefusedRow(line=2, reason='line 2 is not valid JSON ...'),)
+        """
+        deposited: list[DepositedRow] = []
+        refused: list[RefusedRow] = []
+        if progress:
+            progress(0, len(rows))
+        for done, item in enumerate(rows, start=1):
+            if isinstance(item, BadRow):
+                refused.append(RefusedRow(item.line, item.reason))
+            else:
+                line, row = item
+                problem = Problem(id=row.get("id", "").strip(), text=row["problem"],
+                                  reference=row.get("reference") or None, source=source)
+                try:
+                    result = self.deposit(engine, problem, row["solution"], row["answer"],
+                                          deposited_by=deposited_by, unverified=unverified)
+                except FlywheelError as err:
+                    refused.append(RefusedRow(line, err.message))
+                else:
+                    deposited.append(DepositedRow(line, problem.id, result))
+            if progress:
+                progress(done, len(rows))
+        return BatchDeposit(tuple(deposited), tuple(refused))
+
+    def deposit_staged(self, entries: Sequence[StagedDeposit], *, fingerprint: str) -> StagedCommit:
+        """Commit checked deposits all or nothing: store their files, catalogue every row in one
+        transaction (on failure the files written here are removed again), then index.
+
+        Args:
+            entries: deposits that passed every check (see `flywheel.bundle`), artifacts staged on disk.
+            fingerprint: the digest of the engine whose index receives the routable entries.
+        Returns:
+            how many rows were created, and how many artifact files the store already held.
+        """
+        written: list[str] = []
+        present = 0
+        try:
+            for item in entries:
+                if self.store.contains(item.artifact.sha256):
+                    present += 1
+                else:
+                    self.store.put(item.staged.read_bytes())
+                    written.append(item.artifact.sha256)
+            rows = self.catalog.deposit_many([(e.problem, e.solution, e.artifact) for e in entries])
+        except BaseException:
+            for sha in written:
+                self.store.remove(sha)
+            raise
+        if any(e.routable for e in entries):
+            self.router.sync(fingerprint)
+        return StagedCommit(sum(r.created for r in rows), present)
+
+    def import_bundle(self, engine: Engine, path: Path, *, any_fingerprint: bool = False,
+                      allow_unverified: bool = False) -> ImportReport:
+        """Check the bundle at `path` completely, then import all of it or nothing (`flywheel.bundle`).
+
+        Raises:
+            BundleRefusedError: any bad member or entry; the library is exactly as it was.
+        """
+        from flywheel.bundle import import_bundle
+
+        return import_bundle(self, path, engine, any_fingerprint=any_fingerprint,
+                             allow_unverified=allow_unverified)
+
+    def export_bundle(self, path: Path, *, force: bool = False) -> int:
+        """Write every catalogued artifact to the bundle `path`; returns the count (`flywheel.bundle`)."""
+        from flywheel.bundle import export_bundle
+
+        return export_bundle(self, path, force=force)
+
+    # --- upkeep ----------------------------------------------------------------------------------
+
+    def rebuild(self, engine: Engine, *, progress: Progress | None = None) -> int:
+        """Re-prefill every stored solution for `engine`'s model, then rebuild its index.
+
+        Artifacts of other fingerprints stay (they are never grafted by this engine). Returns
+        how many solutions were deposited again (0: the library holds none).
+        """
+        rows = self.catalog.list_artifacts(include_unverified=True)
+        seen: set[int] = set()
+        done = 0
+        if progress:
+            progress(0, len(rows))
+        for n, a in enumerate(rows, start=1):
+            if a.solution_id not in seen:
+                seen.add(a.solution_id)
+                sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
+                if sol is not None and prob is not None:
+                    p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
+                    self.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by,
+                                 unverified=sol.unverified)
+                    done += 1
+            if progress:
+                progress(n, len(rows))
+        self.router.rebuild(self.catalog, engine.fingerprint.digest)
+        return done
+
+    def scan(self, *, progress: Progress | None = None) -> ScanReport:
+        """Re-hash every catalogued artifact and compare catalog, store and index; writes nothing.
+
+        Finds missing or corrupt files, files without a catalog row, an unreadable index, and
+        index entries the catalog lacks or catalogued artifacts the index lacks (an interrupted
+        deposit: the next deposit or run repairs the index). A read-only library can be scanned.
+        """
+        from flywheel.bundle import stale_staging_dirs
+
+        found: list[Finding] = []
+        rows = self.catalog.list_artifacts(include_unverified=True)
+        if progress:
+            progress(0, len(rows))
+        for n, a in enumerate(rows, start=1):
+            try:
+                if self.store.get(a.sha256) is None:
+                    found.append(Finding(a.sha256, a.problem_id, "file missing"))
+            except ArtifactError as err:
+                found.append(Finding(a.sha256, a.problem_id, err.message))
+            if progress:
+                progress(n, len(rows))
+        for sha in self.catalog.orphans(self.store.iter_ids()):
+            found.append(Finding(sha, "", "file has no catalog row (interrupted deposit?)"))
+        problem_of = {a.sha256: a.problem_id for a in rows}
+        for check in (self.router.check(fp) for fp in sorted({a.fingerprint_digest for a in rows})):
+            if check.unreadable:
+                found.append(Finding("", "", f"index for fingerprint {check.fingerprint[:12]} "
+                                     "is unreadable (rebuilt by the next deposit or run)"))
+                continue
+            for sha in check.missing:
+                found.append(Finding(sha, problem_of.get(sha, ""), "catalogued but not in the index (interrupted "
+                                     "deposit; the next deposit or run repairs it)"))
+            for sha in check.stale:
+                found.append(Finding(sha, "", "in the index but not routable in the catalog "
+                                     "(the next deposit or run repairs it)"))
+        notes = tuple(f"{d.name} is the staging folder of an interrupted import (the next import removes it)"
+                      for d in stale_staging_dirs(self.root))
+        return ScanReport(len(rows), tuple(found), notes)
 
     # --- graft -----------------------------------------------------------------------------------
 
@@ -307,8 +533,8 @@ class Library:
         import hashlib
 
         from flywheel.engine import canonical_json
+        from flywheel.fsutil import atomic_write_bytes
         from flywheel.prompts import composite_prefix
-        from flywheel.store import atomic_write_bytes
 
         ordered = sorted(set(members))
         fp = engine.fingerprint.digest

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from flywheel.cli.common import echo_json, settings_of
 from flywheel.errors import FlywheelError, InputError
 from flywheel.terminal import printable
+
+if TYPE_CHECKING:
+    from flywheel.library import Progress
 
 
 def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped-def]
@@ -26,6 +32,26 @@ def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped
             return Library.open(s.library, s.db_url, read_only=True)
     validate_library_path(s.library, write=True)
     return Library.open(s.library, s.db_url)
+
+
+@contextmanager
+def _progress(label: str, *, show_pos: bool = False) -> Iterator[Progress]:
+    """A `progress(done, total)` callback drawing a bar on stderr; the bar opens at the first call."""
+    bar: Any = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
+                                    show_pos=show_pos)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
 
 
 def _engine(ctx: click.Context):  # type: ignore[no-untyped-def]
@@ -57,7 +83,7 @@ def deposit(ctx: click.Context, problem: str | None, solution: str | None, answe
       flywheel deposit --problem 'What is 2+3?' --solution '2+3=5' --answer 5 --reference 5
       flywheel deposit --file curated.jsonl
     """
-    from flywheel.problemsets import Problem
+    from flywheel.tables import BadRow
 
     if file is not None and any(v is not None for v in (problem, solution, answer, reference, problem_id)):
         raise click.UsageError("give either --file or --problem/--solution/--answer, not both")
@@ -65,41 +91,26 @@ def deposit(ctx: click.Context, problem: str | None, solution: str | None, answe
         missing = [n for n, v in (("--problem", problem), ("--solution", solution), ("--answer", answer)) if not v]
         if missing:
             raise click.UsageError(f"missing {', '.join(missing)} (or use --file)")
-        rows: list[Any] = [  # (line, row) pairs, or BadRow
+        assert problem and solution and answer  # checked just above; narrows the types
+        rows: list[tuple[int, dict[str, str]] | BadRow] = [
             (0, {"id": problem_id or "", "problem": problem, "solution": solution, "answer": answer,
                  "reference": reference or ""})]
     else:
         from flywheel.tables import read_table
 
-        rows = list(read_table(file, required=("problem", "solution", "answer")))
-    user = "curator"
+        rows = list(read_table(file, required=("problem", "solution", "answer")))  # (line, row) pairs, or BadRow
     from flywheel.config import validate_library_path
 
     validate_library_path(settings_of(ctx).library, write=True)  # before minutes of model loading
     engine = _engine(ctx)
-    results: list[dict[str, Any]] = []
-    refused: list[dict[str, Any]] = []
-    with _open(ctx) as lib, click.progressbar(rows, label="depositing", file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
-                                              show_pos=True) as bar:
-        for item in bar:
-            from flywheel.tables import BadRow
-
-            if isinstance(item, BadRow):
-                refused.append({"line": item.line, "reason": item.reason})
-                continue
-            line, row = item  # type: ignore[misc]
-            p = Problem(id=row.get("id", "").strip(), text=row["problem"], reference=row.get("reference") or None,
-                        source=str(file.name) if file else "curator")
-            try:
-                r = lib.deposit(engine, p, row["solution"], row["answer"], deposited_by=f"{user}:cli",
-                                unverified=unverified)
-            except FlywheelError as err:
-                refused.append({"line": line, "reason": err.message})
-                continue
-            results.append({"line": line, "problem_id": r.problem_id, "artifact": r.artifact_sha256,
-                            "created": r.created, "tokens": r.token_count, "verdict": r.verdict_status,
-                            "unverified": r.unverified,
-                            "given_id": p.id or None, "filed_under_existing": bool(p.id) and r.problem_id != p.id})
+    with _open(ctx) as lib, _progress("depositing", show_pos=True) as progress:
+        batch = lib.deposit_many(engine, rows, source=str(file.name) if file else "curator",
+                                 deposited_by="curator:cli", unverified=unverified, progress=progress)
+    results = [{"line": d.line, "problem_id": d.result.problem_id, "artifact": d.result.artifact_sha256,
+                "created": d.result.created, "tokens": d.result.token_count, "verdict": d.result.verdict_status,
+                "unverified": d.result.unverified, "given_id": d.given_id or None,
+                "filed_under_existing": d.filed_under_existing} for d in batch.deposited]
+    refused = [{"line": r.line, "reason": r.reason} for r in batch.refused]
     if as_json:
         echo_json({"deposited": results, "refused": refused})
     else:
@@ -203,39 +214,17 @@ def verify(ctx: click.Context, as_json: bool) -> None:
     Example:
       flywheel library verify
     """
-    from flywheel.errors import ArtifactError
-
-    bad: list[dict[str, str]] = []
-    with _open(ctx, write=False) as lib:
-        rows = lib.catalog.list_artifacts(include_unverified=True)
-        with click.progressbar(rows, label="verifying", file=click.get_text_stream("stderr")) as bar:  # type: ignore[operator]  # click 8.5 stub
-            for a in bar:
-                try:
-                    if lib.store.get(a.sha256) is None:
-                        bad.append({"artifact": a.sha256, "problem": a.problem_id, "reason": "file missing"})
-                except ArtifactError as err:
-                    bad.append({"artifact": a.sha256, "problem": a.problem_id, "reason": err.message})
-        for sha in lib.catalog.orphans(lib.store.iter_ids()):
-            bad.append({"artifact": sha, "problem": "", "reason": "file has no catalog row (interrupted deposit?)"})
-        problem_of = {a.sha256: a.problem_id for a in rows}
-        for check in (lib.router.check(fp) for fp in sorted({a.fingerprint_digest for a in rows})):
-            if check.unreadable:
-                bad.append({"artifact": "", "problem": "", "reason": f"index for fingerprint {check.fingerprint[:12]} "
-                            "is unreadable (rebuilt by the next deposit or run)"})
-                continue
-            for sha in check.missing:
-                bad.append({"artifact": sha, "problem": problem_of.get(sha, ""),
-                            "reason": "catalogued but not in the index (interrupted deposit; the next deposit "
-                                      "or run repairs it)"})
-            for sha in check.stale:
-                bad.append({"artifact": sha, "problem": "", "reason": "in the index but not routable in the catalog "
-                            "(the next deposit or run repairs it)"})
+    with _open(ctx, write=False) as lib, _progress("verifying") as progress:
+        scan = lib.scan(progress=progress)
+    bad = [asdict(f) for f in scan.findings]
+    for note in scan.notes:
+        click.echo(f"note: {printable(note)}", err=True)
     if as_json:
-        echo_json({"checked": len(rows), "bad": bad})
+        echo_json({"checked": scan.checked, "bad": bad})
     else:
         for b in bad:
             click.echo(f"BAD {b['artifact'][:16] or '-'} {printable(b['problem'], 60)}: {printable(b['reason'])}")
-        click.echo(f"{len(rows)} artifacts checked, {len(bad)} bad")
+        click.echo(f"{scan.checked} artifacts checked, {len(bad)} bad")
     ctx.exit(1 if bad else 0)
 
 
@@ -252,15 +241,13 @@ def export(ctx: click.Context, bundle: Path, force: bool) -> None:
     Example:
       flywheel library export library-bundle.tar
     """
-    from flywheel.bundle import export_bundle
-
     if not bundle.parent.is_dir():
         raise InputError(f"cannot write {bundle}: folder {bundle.parent} does not exist",
                          hint="create the folder first, or give a path in an existing one")
     if bundle.exists() and not force:
         raise InputError(f"{bundle} already exists; nothing was written", hint="pass --force to overwrite it")
     with _open(ctx, write=False) as lib:
-        n = export_bundle(lib, bundle, force=force)
+        n = lib.export_bundle(bundle, force=force)
     click.echo(f"exported {n} artifacts to {bundle}")
 
 
@@ -283,14 +270,13 @@ def import_(ctx: click.Context, bundle: Path, any_fingerprint: bool, allow_unver
     Example:
       flywheel --library other/ library import library-bundle.tar
     """
-    from flywheel.bundle import import_bundle
     from flywheel.config import validate_library_path
 
     validate_library_path(settings_of(ctx).library, write=True)  # before loading the model
     engine = _engine(ctx)
     with _open(ctx) as lib:
-        report = import_bundle(lib, bundle, engine, any_fingerprint=any_fingerprint,
-                               allow_unverified=allow_unverified)
+        report = lib.import_bundle(engine, bundle, any_fingerprint=any_fingerprint,
+                                   allow_unverified=allow_unverified)
     for sha, reason in report.refused:
         click.echo(f"skipped {sha[:16]}: {printable(reason)}", err=True)
     click.echo(f"imported {report.imported} ({report.unverified} unverified), already present {report.present}, "
@@ -306,25 +292,9 @@ def rebuild(ctx: click.Context) -> None:
     Example:
       flywheel --model smollm2-135m library rebuild
     """
-    from flywheel.problemsets import Problem
-
     engine = _engine(ctx)
-    done = 0
-    with _open(ctx) as lib:
-        rows = lib.catalog.list_artifacts(include_unverified=True)
-        seen: set[int] = set()
-        with click.progressbar(rows, label="rebuilding", file=click.get_text_stream("stderr")) as bar:  # type: ignore[operator]  # click 8.5 stub
-            for a in bar:
-                if a.solution_id in seen:
-                    continue
-                seen.add(a.solution_id)
-                sol, prob = lib.catalog.get_solution(a.solution_id), lib.catalog.get_problem(a.problem_id)
-                if sol is None or prob is None:
-                    continue
-                p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
-                lib.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by, unverified=sol.unverified)
-                done += 1
-        lib.router.rebuild(lib.catalog, engine.fingerprint.digest)
+    with _open(ctx) as lib, _progress("rebuilding") as progress:
+        done = lib.rebuild(engine, progress=progress)
     if not done:
         raise InputError("the library holds no solutions to rebuild")
     click.echo(f"rebuilt {done} solutions for {engine.fingerprint.model} (fingerprint {engine.fingerprint.digest[:12]})")

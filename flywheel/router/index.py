@@ -19,7 +19,7 @@ from typing import Any, Literal
 import faiss
 import numpy as np
 
-from flywheel.store import atomic_write_bytes
+from flywheel.fsutil import atomic_write_bytes
 
 IndexKind = Literal["flat", "hnsw"]
 

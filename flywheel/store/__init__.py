@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flywheel.fsutil import atomic_write_bytes  # re-exported: its home is flywheel.fsutil
 from flywheel.store.base import ArtifactStore, Namer, check_sha, sha256_hex
 from flywheel.store.fsspec_store import FsspecStore
 from flywheel.store.local import LocalStore
@@ -37,4 +36,4 @@ def open_store(location: str | os.PathLike[str], name_of: Namer = sha256_hex) ->
     return LocalStore(Path(text) / ARTIFACTS_DIR, name_of=name_of)
 
 
-__all__ = ["ARTIFACTS_DIR", "ArtifactStore", "Namer", "FsspecStore", "LocalStore", "atomic_write_bytes", "check_sha", "open_store", "sha256_hex"]
+__all__ = ["ARTIFACTS_DIR", "ArtifactStore", "Namer", "FsspecStore", "LocalStore", "check_sha", "open_store", "sha256_hex"]
