@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from prefect import flow, task
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -64,11 +64,6 @@ if TYPE_CHECKING:
     from flywheel.library import Library
     from flywheel.problemsets import Problem
 
-#: Most related solutions a near route grafts together (one composite artifact, prefilled together).
-MAX_NEAR_MEMBERS = 16
-
-TaskRunnerKind = Literal["thread", "dask"]
-
 
 class RunConfig(BaseModel):
     """The inputs of one flywheel pass; frozen, so it can be recorded and compared.
@@ -92,15 +87,15 @@ class RunConfig(BaseModel):
     model: str = Field(default_factory=lambda: config.model_name())
     library: str = Field(default_factory=lambda: str(config.library_root()))
     db_url: str | None = None
-    task_runner: TaskRunnerKind = Field("thread", description="thread: problems one after another in this "
+    task_runner: config.TaskRunnerKind = Field(config.DEFAULT_TASK_RUNNER, description="thread: problems one after another in this "
                                         "process; dask: one Prefect task per problem on Dask worker processes")
     dask_address: str | None = Field(None, description="scheduler of an existing Dask cluster, e.g. "
                                      "tcp://dask-scheduler:8786 (default: a temporary local cluster)")
     dask_workers: int = Field(config.DEFAULT_DASK_WORKERS, ge=1,
                               description="worker processes of the temporary local Dask cluster")
-    dtype: Literal["float32", "bfloat16"] = Field("float32", description="engine dtype; bfloat16 is opt-in "
+    dtype: config.RunDType = Field(config.DEFAULT_DTYPE, description="engine dtype; bfloat16 is opt-in "
                                                   "(its own fingerprint: float32 artifacts are refused)")
-    slots: int = Field(DEFAULT_SLOTS, ge=1, le=256, description="decode slots: attempts decoded together "
+    slots: int = Field(DEFAULT_SLOTS, ge=1, le=config.MAX_SLOTS, description="decode slots: attempts decoded together "
                        "(a slot's bits do not depend on this number; see flywheel.decode)")
     router: RouterConfig = Field(default_factory=RouterConfig, description="routing thresholds and index; "
                                  "near_members: related verified solutions grafted together on a near route")
@@ -131,9 +126,9 @@ class RunConfig(BaseModel):
         if self.dask_address is not None and self.dask_workers != config.DEFAULT_DASK_WORKERS:
             raise InputError(f"dask_workers sizes a temporary local cluster; the cluster at {self.dask_address} "
                              "has its own workers", hint="drop --dask-workers, or drop --dask-address")
-        if not 1 <= self.router.near_members <= MAX_NEAR_MEMBERS:
-            raise InputError(f"near_members {self.router.near_members} is outside 1..{MAX_NEAR_MEMBERS}",
-                             hint=f"graft between 1 and {MAX_NEAR_MEMBERS} related solutions on a near route")
+        if not 1 <= self.router.near_members <= config.MAX_NEAR_MEMBERS:
+            raise InputError(f"near_members {self.router.near_members} is outside 1..{config.MAX_NEAR_MEMBERS}",
+                             hint=f"graft between 1 and {config.MAX_NEAR_MEMBERS} related solutions on a near route")
         return self
 
     @property

@@ -9,6 +9,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from flows import runtime
+from flywheel import config
 from flywheel.attempt import AttemptResult, solution_of
 from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
 from flywheel.domain import canonical_json
@@ -49,7 +50,7 @@ class Env:
     model: str
     library: str
     db_url: str
-    dtype: str = "float32"   # the engine's dtype (part of its fingerprint)
+    dtype: str = config.DEFAULT_DTYPE   # the engine's dtype (part of its fingerprint)
     router: RouterConfig = RouterConfig()  # the run's routing thresholds and index
 
     def open_library(self) -> Library:

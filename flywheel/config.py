@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Literal, get_args
 
 # The environment variables that override the defaults below (each read in one place: here,
 # or in the config class that owns the setting).
@@ -26,8 +27,20 @@ DEFAULT_BUDGET = 160
 DEFAULT_ATTEMPTS = 1
 #: Base sampling seed of a pass.
 DEFAULT_SEED = 0
+#: Where a pass runs its problems: this process (`thread`), or Dask worker processes (`dask`).
+TaskRunnerKind = Literal["thread", "dask"]
+TASK_RUNNERS: tuple[TaskRunnerKind, ...] = get_args(TaskRunnerKind)
+DEFAULT_TASK_RUNNER: TaskRunnerKind = "thread"
 #: Worker processes of the temporary local Dask cluster: one per core of a 2-core machine.
 DEFAULT_DASK_WORKERS = 2
+#: Engine dtypes a pass runs under: float32, or bfloat16 opt-in (its own fingerprint).
+RunDType = Literal["float32", "bfloat16"]
+RUN_DTYPES: tuple[RunDType, ...] = get_args(RunDType)
+DEFAULT_DTYPE: RunDType = "float32"
+#: Most decode slots a pass may ask for (the default is measured: `flywheel.decode.DEFAULT_SLOTS`).
+MAX_SLOTS = 256
+#: Most related verified solutions a near route grafts together (one composite artifact).
+MAX_NEAR_MEMBERS = 16
 
 # `flywheel demo` (flows.demo): a slice of CHAMP (recurring, with curated solutions) plus
 # generated word problems, small enough for a few minutes on 2 CPU cores.

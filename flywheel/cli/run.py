@@ -23,10 +23,10 @@ _BUDGET_HELP = f"Decode-token budget per attempt (default {config.DEFAULT_BUDGET
 
 def _schedule_options(f: Any) -> Any:
     """--slots and --dtype, shared by the commands that run passes."""
-    f = click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default=None,
-                     help="Engine dtype (default float32; bfloat16 is opt-in and fingerprinted: "
+    f = click.option("--dtype", type=click.Choice(config.RUN_DTYPES), default=None,
+                     help=f"Engine dtype (default {config.DEFAULT_DTYPE}; bfloat16 is opt-in and fingerprinted: "
                           "float32 artifacts are refused under it).")(f)
-    return click.option("--slots", type=click.IntRange(1, 256), default=None,
+    return click.option("--slots", type=click.IntRange(1, config.MAX_SLOTS), default=None,
                         help="Decode slots: attempts decoded together, sharing each weight read "
                              "(default: RunConfig's, measured for this machine; a slot's bits do not depend on it).")(f)
 
@@ -108,7 +108,7 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("--no-graft", is_flag=True, help="Never graft: solve every problem from the plain prompt.")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
 @click.option("--run-id", default=None, help="Resume this run: attempts already recorded are skipped.")
-@click.option("--task-runner", type=click.Choice(["thread", "dask"]), default=None,
+@click.option("--task-runner", type=click.Choice(config.TASK_RUNNERS), default=None,
               help="thread: problems one after another in this process (default); dask: problems in "
                    "parallel on Dask worker processes, each loading the model once.")
 @click.option("--dask-address", default=None, metavar="URL",
@@ -223,7 +223,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
 @click.option("--curated", type=click.IntRange(min=0), default=config.STUDY_CURATED, show_default=True,
               help="Curated worked solutions seeded per family (0 = the model's own only).")
 @click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
-@click.option("--members", "near_members", type=click.IntRange(1, 16), default=None,
+@click.option("--members", "near_members", type=click.IntRange(1, config.MAX_NEAR_MEMBERS), default=None,
               help="Related verified solutions grafted together on a near route "
                    "(default: the router's, flywheel.router.RouterConfig.near_members).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
