@@ -55,6 +55,24 @@ def test_parquet_files_load(tmp_path: Path) -> None:
     assert s.skipped == ["set.parquet line 2: missing 'problem'"]
 
 
+def test_problem_files_are_read_like_curated_files_and_ignore_columns_they_do_not_use(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from flywheel.tables import BadRow, read_table
+
+    path = tmp_path / "set.parquet"   # integer ids with a null: still "7", not "7.0"; tags are not read
+    pq.write_table(pa.table({"id": [7, None], "problem": ["Compute 3*3.", "Compute 2*2."], "answer": [9, 4],
+                             "tags": [["a"], ["b"]]}), path)
+    s = load_problem_set(str(path))
+    assert [(p.id, p.reference) for p in s.problems] == [("7", "9")]
+    assert s.skipped == ["set.parquet line 2: missing 'id'"]
+    # the curated-deposit reader, the same one: every field is checked unless the caller names its fields
+    assert list(read_table(path, ("id", "problem"), fields=("id", "problem", "answer"))) == [
+        (1, {"id": "7", "problem": "Compute 3*3.", "answer": "9"}), BadRow(2, "missing required field(s): id")]
+    assert list(read_table(path, ("id", "problem")))[0] == BadRow(1, "field 'tags' is not text")
+
+
 def test_missing_file_and_unknown_family_are_clear_input_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="neither `champ`, a `gen:` family, nor an existing file"):
         load_problem_set(str(tmp_path / "nope.jsonl"))
