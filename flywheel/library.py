@@ -1,4 +1,8 @@
-"""The library facade: store + catalog + router for one library root, and the deposit path.
+"""The library facade: store + catalog + router for one library root, and what is done to it.
+
+Deposits (`deposit`, `deposit_many`, `deposit_staged` for a checked bundle, `import_bundle`),
+upkeep (`rebuild` for another model, `scan` for store/catalog/index disagreements) and grafts
+(`route`, `load_graft`, `composite`) are methods here; the CLI only parses, calls and prints.
 
 Deposit order is what makes a crash harmless: verify the answer, prefill, write the artifact
 bytes durably (atomic rename), then commit the catalog row, then index it. A crash before the

@@ -170,3 +170,16 @@ def test_killed_batch_leaves_no_row_without_its_file_and_resumes_cleanly(flywhee
     db.close()
     assert n_rows == n_solutions == len(rows)
     assert flywheel("library", "verify").returncode == 0
+
+
+def test_verify_only_notes_a_killed_imports_staging_folder(flywheel: Run, tmp_path: Path) -> None:
+    done = subprocess.Popen(["true"])
+    done.wait()                                                   # its pid now names no process
+    flywheel("deposit", "--problem", "What is 8+8?", "--solution", "8+8=16", "--answer", "16", "--reference", "16",
+             check=True)
+    stale = tmp_path / "lib" / f".import-{done.pid}-k1ll3d"
+    stale.mkdir()
+    (stale / "half.kv").write_bytes(b"half an artifact")
+    proc = flywheel("library", "verify")
+    assert proc.returncode == 0 and "1 artifacts checked, 0 bad" in proc.stdout
+    assert f"note: {stale.name} is the staging folder of an interrupted import" in proc.stderr
