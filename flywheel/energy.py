@@ -34,6 +34,10 @@ from flywheel.errors import InputError
 
 Source = Literal["nvml", "rapl", "estimate"]
 SOURCES: tuple[Source, ...] = ("nvml", "rapl", "estimate")
+#: The sources that read a hardware energy counter. `estimate` reads none: CPU seconds x watts
+#: varies about 3x between attempts over the same tokens, so a ratio of two estimates is shown
+#: with its spread (`flywheel report`), never as a bare figure.
+MEASURED_SOURCES: frozenset[str] = frozenset({"nvml", "rapl"})
 
 #: Watts per fully busy core for the estimate: roughly a server CPU's TDP shared over its cores
 #: (e.g. 200 W / 20 cores). Override with FLYWHEEL_CPU_WATTS for your machine.
@@ -41,6 +45,11 @@ DEFAULT_CPU_WATTS = 10.0
 DEFAULT_POWERCAP_ROOT = Path("/sys/class/powercap")
 #: Top-level RAPL zones are whole packages; sub-zones (intel-rapl:0:0, ...) are parts of them.
 _RAPL_PACKAGE = re.compile(r"^intel-rapl:\d+$")
+
+
+def is_measured(source: str | None) -> bool:
+    """True for a hardware counter's reading; False for `estimate`, `mixed` or unknown sources."""
+    return source in MEASURED_SOURCES
 
 
 @dataclass(frozen=True)
@@ -269,5 +278,5 @@ class EnergyMeter:
         self.stop()
 
 
-__all__ = ["DEFAULT_CPU_WATTS", "SOURCES", "EnergyConfig", "EnergyMeter", "Reading", "Source",
-           "detect_source"]
+__all__ = ["DEFAULT_CPU_WATTS", "MEASURED_SOURCES", "SOURCES", "EnergyConfig", "EnergyMeter", "Reading", "Source",
+           "detect_source", "is_measured"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.energy import EnergyConfig, EnergyMeter, RaplCounter, detect_source
+from flywheel.energy import EnergyConfig, EnergyMeter, RaplCounter, detect_source, is_measured
 from flywheel.errors import InputError
 
 
@@ -93,3 +93,9 @@ def test_env_overrides_watts_and_source(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("FLYWHEEL_CPU_WATTS", "lots")
     with pytest.raises(InputError, match="FLYWHEEL_CPU_WATTS"):
         EnergyConfig.from_env()
+
+
+@pytest.mark.parametrize(("source", "measured"), [("nvml", True), ("rapl", True), ("estimate", False),
+                                                  ("mixed", False), (None, False)])
+def test_only_hardware_counters_count_as_measurements(source: str | None, measured: bool) -> None:
+    assert is_measured(source) is measured

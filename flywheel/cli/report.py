@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,6 +12,18 @@ import click
 from flywheel.cli.common import settings_of
 from flywheel.errors import LibraryError
 from flywheel.report.formats import FORMATS
+
+
+def table_width() -> int:
+    """`COLUMNS` when set; else the terminal's width on a terminal; else `PIPED_WIDTH` (piped, redirected)."""
+    from flywheel.report.output import PIPED_WIDTH
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((PIPED_WIDTH, 24)).columns
+    return PIPED_WIDTH
 
 
 def _require_catalog(db_url: str) -> None:
@@ -55,8 +68,7 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | N
     finally:
         catalog.close()
     if fmt == "table":
-        width = shutil.get_terminal_size((160, 40)).columns if sys.stdout.isatty() else None
-        click.echo(to_table(result, width=width), nl=False)
+        click.echo(to_table(result, width=table_width()), nl=False)
     else:
         click.echo(render(result, fmt))  # type: ignore[arg-type]
     if plot_path is not None:

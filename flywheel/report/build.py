@@ -5,7 +5,9 @@ Definitions (also written into every JSON report under `definitions`):
 - baseline = mean computed tokens (and joules) over the problem's recorded ungrafted attempts under
   the same model fingerprint, budget-exhausted ones included; none recorded -> "no baseline", null saving;
 - tokens_saved = baseline tokens - graft tokens; ratio = baseline / graft tokens;
-- restored_tokens = prefill avoided by restoring the artifact, reported apart from the saving.
+- restored_tokens = prefill avoided by restoring the artifact, reported apart from the saving;
+- an energy factor from the `estimate` source comes with a range (`_energy_factor_range`) and is
+  worded as an estimate: CPU seconds x watts varies about 3x over the same tokens.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from flywheel import config
+from flywheel.energy import is_measured
 from flywheel.errors import InputError
 from flywheel.report import queries
 
@@ -44,6 +47,9 @@ DEFINITIONS = {
     "restored_tokens": "prefill avoided by restoring the artifact instead of recomputing it",
     "energy_saved_j": "energy_j_baseline - energy_j_graft, only when both share one energy source",
     "estimate": "energy source 'estimate' = process CPU seconds x configured watts, not a measurement",
+    "energy_factor": "energy_j_baseline / energy_j_graft summed over a run's rows with a shared energy source",
+    "energy_factor_range": "energy_factor_low..high = token factor x (min..max baseline joules per computed token) "
+                           "/ (max..min graft joules per computed token) over the attempts the factor rests on",
 }
 _EMPTY_RUN_COLUMNS = ["run_id", "problems", "solved", "accuracy", "tokens_saved", "summary"]
 _BOOL_COLUMNS = ("verified", "budget_exhausted", "no_graft")
@@ -188,7 +194,11 @@ def _run_summary(run: dict[str, Any], att: pd.DataFrame, rows: pd.DataFrame) -> 
         "energy_j_graft": e_graft if len(e_rows) else None,
         "energy_factor": e_base / e_graft if len(e_rows) and e_graft > 0 else None,
         "savings_energy_source": _sources(e_rows["energy_source"]),
+        "energy_factor_low": None, "energy_factor_high": None, "energy_factor_attempts": None,
     }
+    if out["energy_factor"] is not None:
+        low, high, n_attempts = _energy_factor_range(e_rows, att, out["energy_factor"])
+        out.update(energy_factor_low=low, energy_factor_high=high, energy_factor_attempts=n_attempts)
     out["summary"] = _sentence(out, measured)
     return out
 
@@ -208,13 +218,58 @@ def _sentence(s: dict[str, Any], measured: pd.DataFrame) -> str:
             f"({_n(int(measured['budget_exhausted_attempts'].sum()), 'budget-exhausted attempt')}), "
             f"{_fmt(s['graft_tokens'])} graft tokens ({s['graft_decode_tokens']:,} decoded), "
             f"a factor of {_fmt(s['factor']) if s['factor'] is not None else 'n/a'}")
-    if s["energy_factor"] is not None:
+    if s["energy_factor"] is not None and is_measured(s["savings_energy_source"]):
         text += f"; {_fmt(s['energy_factor'])} times less energy (source: {s['savings_energy_source']})"
+    elif s["energy_factor"] is not None:
+        text += _estimated_energy(s)
     else:
         text += "; energy not comparable (no shared energy source)"
     if s["no_baseline"]:
         text += f"; {_n(s['no_baseline'], 'grafted attempt')} with no baseline"
     return f"{text}; {acc}"
+
+
+def _energy_factor_range(e_rows: pd.DataFrame, att: pd.DataFrame, point: float) -> tuple[float, float, int]:
+    """(low, high, attempts): how far the energy factor could move with the per-token energy's spread.
+
+    Token counts are exact; the energy per computed token is what the `estimate` source gets wrong
+    (CPU seconds x watts varies about 3x over the same tokens). So the range is the token factor of
+    the rows times the extreme ratios of joules per computed token: the cheapest baseline attempt
+    over the dearest grafted one, and the dearest over the cheapest. It is the range the per-attempt
+    energies allow, not a confidence interval, and conservative for a sum over many attempts.
+    Widened to hold the pooled figure (a baseline attempt without energy can push it outside).
+    """
+    keys = set(zip(e_rows["problem_id"], e_rows["model_fingerprint"], strict=True))
+    base = att[(att["grafted"] == 0) & att["energy_joules"].notna() & (att["computed_tokens"] > 0)]
+    base = base[[k in keys for k in zip(base["problem_id"], base["model_fingerprint"], strict=True)]]
+    graft = e_rows[e_rows["graft_tokens"] > 0]
+    if base.empty or graft.empty:
+        return point, point, len(base) + len(graft)
+    base_jpt = base["energy_joules"].to_numpy(dtype="float64") / base["computed_tokens"].to_numpy(dtype="float64")
+    graft_jpt = (graft["energy_j_graft"].to_numpy(dtype="float64")
+                 / graft["graft_tokens"].to_numpy(dtype="float64"))
+    tokens = float(e_rows["baseline_tokens"].sum()) / float(e_rows["graft_tokens"].sum())
+    if graft_jpt.min() <= 0:  # a graft metered at 0 J: no upper bound to give
+        return min(tokens * base_jpt.min() / graft_jpt.max(), point), math.inf, len(base) + len(graft)
+    low = tokens * base_jpt.min() / graft_jpt.max()
+    high = tokens * base_jpt.max() / graft_jpt.min()
+    return min(low, point), max(high, point), len(base) + len(graft)
+
+
+def _estimated_energy(s: dict[str, Any]) -> str:
+    """The energy factor of a source that is not a measurement: its range first, worded as an estimate."""
+    source = s["savings_energy_source"]
+    what = ("estimate from CPU seconds x watts, not a measurement" if source == "estimate"
+            else f"source {source}, not all of it measured")
+    low, high, n = s["energy_factor_low"], s["energy_factor_high"], s["energy_factor_attempts"]
+    if n is not None and n <= 2:
+        return f"; energy about {_fmt(s['energy_factor'])} times less ({what}; one attempt each way, spread unknown)"
+    if _fmt(low) == _fmt(high):
+        return (f"; energy about {_fmt(s['energy_factor'])} times less ({what}; joules per token "
+                f"did not vary over its {n} attempts)")
+    top = "unbounded" if math.isinf(high) else _fmt(high)
+    return (f"; energy {_fmt(low)} to {top} times less ({what}: the range of joules per token over its "
+            f"{n} attempts; {_fmt(s['energy_factor'])} pooled)")
 
 
 def context_window_of(model_name: str) -> int | None:

@@ -2,6 +2,10 @@
 
 CSV is the savings rows only, full hashes, empty cells for nulls; JSON is the whole report
 (`Report.to_dict()`); table and Markdown add the summary sentences and shorten hashes.
+
+The table fits a width (the terminal's, `COLUMNS`, or `PIPED_WIDTH` off a terminal): sentences
+wrap at words; each table shows whole columns in order of importance, never a folded cell, and
+names the columns it left out; long cells (problem-set paths, ids) are shortened in the middle.
 """
 
 from __future__ import annotations
@@ -22,11 +26,24 @@ TABLE_COLUMNS = tuple(c for c in DISPLAY_COLUMNS if c != "logits_sha256")  # the
 RUN_COLUMNS = ("run_id", "problem_set", "problems", "solved", "accuracy", "computed_tokens", "restored_tokens",
                "energy_j", "energy_source", "problem_set_hash", "model_fingerprint")
 HASH_CHARS = 12  # enough to tell artifacts apart on screen; CSV/JSON carry all 64
+PIPED_WIDTH = 100  # the table's width off a terminal (`| cat`, `> file`) unless COLUMNS says otherwise
+CELL_CHARS = 32    # a longer table cell (a problem-set path, an id) keeps its start and end around "…"
+
+#: Each table's columns by importance, as units shown whole or not at all: an energy figure never
+#: appears without its source. Columns not named here come last.
+SAVINGS_PRIORITY = (("problem_id",), ("baseline_tokens",), ("graft_tokens",), ("tokens_saved",), ("ratio",),
+                    ("energy_saved_j", "energy_source"), ("verified",), ("run_id",), ("route",),
+                    ("restored_tokens",), ("energy_j_baseline", "energy_j_graft"), ("artifact_sha256",))
+RUN_PRIORITY = (("run_id",), ("problems",), ("solved",), ("accuracy",), ("energy_j", "energy_source"),
+                ("computed_tokens",), ("restored_tokens",), ("problem_set",), ("problem_set_hash",),
+                ("model_fingerprint",))
+ENERGY_PRIORITY = (("energy_source",), ("j_per_token",), ("j_per_prefill_token",), ("j_per_decode_token",),
+                   ("attempts",))
 
 
 def _cell(column: str, value: Any) -> str:
-    if value is None:
-        return "no baseline" if column in ("baseline_tokens", "tokens_saved", "ratio") else "-"
+    if value is None:  # said once per row, in the baseline column; the figures resting on it are "-"
+        return "no baseline" if column == "baseline_tokens" else "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -37,10 +54,63 @@ def _cell(column: str, value: Any) -> str:
         return f"{int(value):,}"
     if isinstance(value, int):
         return f"{value:,}"
-    text = str(value)
+    text = printable(str(value))
     if column.endswith(("sha256", "_hash", "fingerprint")) and len(text) == 64:
         return text[:HASH_CHARS]
     return text
+
+
+def printable(text: str) -> str:
+    """`text` with control characters written as escapes (`\\x1b`), so none reaches the terminal."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def abbreviate(text: str, chars: int = CELL_CHARS) -> str:
+    """`text` cut to `chars` by dropping its middle: both ends of a path or id say the most."""
+    if len(text) <= chars:
+        return text
+    head = (chars - 1) // 2
+    return text[:head] + "…" + text[len(text) - (chars - 1 - head):]
+
+
+def wrap_header(name: str, width: int) -> str:
+    """`name` broken after underscores into lines of at most `width` (a longer part stays whole)."""
+    lines = [""]
+    for part in name.replace("_", "_\n").split("\n"):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
+def fit_columns(cols: list[str], body: list[list[str]], priority: tuple[tuple[str, ...], ...],
+                width: int) -> dict[str, str]:
+    """The columns of `cols` that fit `width` (in their order), each mapped to its header.
+
+    Whole units are taken by `priority`. A column costs its widest cell or header plus 3 (a space
+    either side and a border), the table 1 more (its left border). When not every column fits
+    with one-line headers, headers break after underscores, so columns are as wide as their values.
+    The first unit is always kept, however narrow the width.
+    """
+    cells = {c: max([0, *(len(row[i]) for row in body)]) for i, c in enumerate(cols)}
+    units = [*priority, *((c,) for c in cols if not any(c in unit for unit in priority))]
+
+    def take(size: dict[str, int]) -> list[str]:
+        chosen: list[str] = []
+        used = 1
+        for unit in units:
+            present = [c for c in unit if c in size and c not in chosen]
+            need = sum(size[c] + 3 for c in present)
+            if present and (not chosen or used + need <= width):
+                chosen += present
+                used += need
+        return [c for c in cols if c in chosen]
+
+    shown = take({c: max(len(c), cells[c]) for c in cols})
+    if len(shown) == len(cols):
+        return {c: c for c in shown}
+    compact = {c: max(cells[c], *(len(part) for part in wrap_header(c, 1).splitlines())) for c in cols}
+    return {c: wrap_header(c, compact[c]) for c in take(compact)}
 
 
 def _display(df: pd.DataFrame, columns: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
@@ -70,26 +140,34 @@ def to_markdown(report: Report) -> str:
 
 
 def to_table(report: Report, width: int | None = None) -> str:
-    """The report as rich tables, rendered to text (colour only when printed to a terminal)."""
+    """The report as rich tables, rendered to text `width` columns wide (default `PIPED_WIDTH`), no colour."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    width = width or PIPED_WIDTH
     buf = io.StringIO()
-    # Off a terminal nothing constrains the width: let each table be as wide as its content.
-    console = Console(file=buf, width=width or 10_000, force_terminal=False, color_system=None)
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
     for line in report.summary_lines:
-        console.print(line, highlight=False, soft_wrap=True)
-    for title, df, columns in (("tokens and energy saved per grafted attempt", report.rows, TABLE_COLUMNS),
-                               ("runs (flywheel passes)", report.runs, RUN_COLUMNS),
-                               ("energy per token", report.energy_per_token, tuple(report.energy_per_token.columns))):
+        console.print(Text(printable(line)))  # wrapped at words to the width
+    for title, df, columns, priority in (
+            ("tokens and energy saved per grafted attempt", report.rows, TABLE_COLUMNS, SAVINGS_PRIORITY),
+            ("runs (flywheel passes)", report.runs, RUN_COLUMNS, RUN_PRIORITY),
+            ("energy per token", report.energy_per_token, tuple(report.energy_per_token.columns), ENERGY_PRIORITY)):
         cols, body = _display(df, columns)
-        table = Table(title=title, show_lines=False)
-        for c in cols:
-            table.add_column(c, justify="right" if df[c].dtype.kind in "iuf" else "left", overflow="fold")
+        body = [[abbreviate(cell, min(CELL_CHARS, max(12, width // 4))) for cell in row] for row in body]
+        shown = fit_columns(cols, body, priority, width)
+        left_out = [c for c in cols if c not in shown]
+        caption = (f"not shown at {width} columns: {', '.join(left_out)} (--format csv or json has every column)"
+                   if left_out else None)
+        table = Table(title=title, caption=caption, caption_justify="left")
+        for c, header in shown.items():
+            table.add_column(header, justify="right" if df[c].dtype.kind in "iuf" else "left", no_wrap=True,
+                             overflow="ellipsis")
         for row in body:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for c, cell in zip(cols, row, strict=True) if c in shown))
         console.print(table)
-    return buf.getvalue()
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())  # rich pads to the width
 
 
 def render(report: Report, fmt: Format = "table") -> str:

@@ -7,7 +7,7 @@ attempted without a graft, so it must show "no baseline".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,3 +71,45 @@ def exact_catalog(tmp_path: Path) -> Iterator[Catalog]:
                                          logits_sha256=sha("first" + pid), **e))  # type: ignore[arg-type]
     yield cat
     cat.close()
+
+
+#: (tokens, joules) of each problem's baseline attempts and of its one grafted attempt, chosen so the
+#: joules per token vary as the `estimate` source's do: baseline 0.01-0.03 J/token, graft 0.025-0.05.
+#: Tokens: baseline 1,000 + 2,000 over graft 20 + 20 = a factor of 75. Energy: (20 + 40) J over
+#: (0.5 + 1.0) J = 40 pooled; range 75 x 0.01/0.05 = 15 to 75 x 0.03/0.025 = 90.
+NOISY = {"a": ([(1000, 10.0), (1000, 30.0)], (20, 0.5)), "c": ([(2000, 40.0)], (20, 1.0))}
+
+
+@pytest.fixture
+def noisy_catalog(tmp_path: Path) -> Iterator[Callable[..., Catalog]]:
+    """Builds a catalog from NOISY (or the problems named) with every reading from `source`."""
+    opened: list[Catalog] = []
+
+    def build(source: str, problems: tuple[str, ...] = tuple(NOISY), problem_set: str = "demo") -> Catalog:
+        cat = open_catalog(config.database_url(tmp_path / f"lib-{source}-{len(opened)}"))
+        opened.append(cat)
+        for pid in problems:
+            cat.deposit(ProblemSpec(text=f"problem {pid}", id=pid, reference="1"),
+                        SolutionSpec(text="s", answer="1", verdict_status="equivalent", deposited_by="test"),
+                        ArtifactSpec(sha256=sha(pid), fingerprint_digest=FP, fingerprint_json="{}", model_name="tiny",
+                                     token_count=500, size_bytes=500 * 1024, logits_sha256=sha("logits" + pid)))
+        run = dict(problem_set=problem_set, problem_set_hash="d" * 64, attempts=2, model_name="tiny",
+                   model_fingerprint=FP)
+        cat.create_run(run_id="base", budget=3000, no_graft=True, **run)  # type: ignore[arg-type]
+        cat.create_run(run_id="graft", budget=50, **run)  # type: ignore[arg-type]
+        for pid in problems:
+            baselines, (graft_tokens, graft_joules) = NOISY[pid]
+            for i, (tokens, joules) in enumerate(baselines):
+                cat.record_attempt(AttemptRecord(run_id="base", problem_id=pid, attempt_index=i, route="none",
+                                                 budget=3000, prefill_tokens=100, decode_tokens=tokens - 100,
+                                                 energy_joules=joules, energy_source=source))
+            cat.record_attempt(AttemptRecord(run_id="graft", problem_id=pid, attempt_index=0, route="exact", budget=50,
+                                             grafted_artifact_sha=sha(pid), prefill_tokens=12, restored_tokens=500,
+                                             decode_tokens=graft_tokens - 12, verified=True, answer="1",
+                                             energy_joules=graft_joules, energy_source=source,
+                                             logits_sha256=sha("first" + pid)))
+        return cat
+
+    yield build
+    for cat in opened:
+        cat.close()

@@ -7,10 +7,12 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from report_fixtures import RealCatalog
 
 from flywheel.cli import main
+from flywheel.report.output import PIPED_WIDTH
 
 
 def _run(root: Path, *args: str) -> tuple[int, str, str]:
@@ -31,7 +33,7 @@ def test_report_formats_from_the_command_line(real_catalog: RealCatalog, tmp_pat
     assert code == 0 and out.startswith("# kv-flywheel report")
     png = tmp_path / "savings.png"
     code, out, err = _run(root, "--plot", str(png))
-    assert code == 0 and "times less energy (source: estimate)" in out and "no baseline" in out
+    assert code == 0 and "times less (estimate from CPU seconds x watts" in out and "no baseline" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "plot written" in err
 
 
@@ -41,3 +43,40 @@ def test_report_errors_are_clean_messages(real_catalog: RealCatalog, tmp_path: P
     code, _, err = _run(tmp_path / "empty-library")
     assert code == 1 and "Error: no catalog at" in err
     assert not (tmp_path / "empty-library").exists()  # reporting never creates a catalog
+
+
+def _table(root: Path, columns: str | None) -> list[str]:
+    result = CliRunner().invoke(main, ["--library", str(root), "report"], env={"COLUMNS": columns})
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80, 120])
+def test_the_table_fits_the_width_it_is_given(real_catalog: RealCatalog, columns: int) -> None:
+    lines = _table(real_catalog.library.root, str(columns))
+    assert max(len(line) for line in lines) <= columns
+    assert all(line == line.rstrip() for line in lines)  # no padding to the width: no ragged tails when piped
+    text = "\n".join(lines)
+    for pid in ("p-add", "p-mul", "p-new"):  # cells are never folded across lines
+        assert any(f"│ {pid} " in line for line in lines), pid
+    assert "(source: estimate)" in text.replace("\n", " ")  # sentences wrap at words, nothing is lost
+    if columns <= 60:
+        caption = " ".join(text.split("tokens and energy saved")[1].split("runs (flywheel passes)")[0].split())
+        assert "not shown at" in caption and "energy_saved_j" in caption and "--format csv or json" in caption
+
+
+def test_piped_without_columns_the_table_is_a_fixed_width(real_catalog: RealCatalog) -> None:
+    lines = _table(real_catalog.library.root, None)  # CliRunner's stdout is not a terminal
+    assert PIPED_WIDTH - 20 < max(len(line) for line in lines) <= PIPED_WIDTH
+
+
+def test_csv_and_json_ignore_the_width(real_catalog: RealCatalog) -> None:
+    root = real_catalog.library.root
+    for fmt in ("csv", "json"):
+        narrow = CliRunner().invoke(main, ["--library", str(root), "report", "--format", fmt], env={"COLUMNS": "40"})
+        wide = CliRunner().invoke(main, ["--library", str(root), "report", "--format", fmt], env={"COLUMNS": "300"})
+        if fmt == "json":
+            assert {k: v for k, v in json.loads(narrow.stdout).items() if k != "generated_at"} == \
+                {k: v for k, v in json.loads(wide.stdout).items() if k != "generated_at"}
+        else:
+            assert narrow.stdout == wide.stdout and max(len(line) for line in narrow.stdout.splitlines()) > 40

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ from flywheel.catalog import Catalog
 from flywheel.engine import Engine
 from flywheel.errors import InputError
 from flywheel.report import ROW_COLUMNS, build_report, plot, render
+from flywheel.report.output import PIPED_WIDTH, abbreviate, fit_columns, printable, to_table, wrap_header
 
 REQUIRED = {"problem_id", "run_id", "route", "baseline_tokens", "graft_tokens", "tokens_saved", "ratio",
             "energy_j_baseline", "energy_j_graft", "energy_saved_j", "energy_source", "verified",
@@ -56,8 +58,66 @@ def test_run_summary_counts_only_measured_savings(exact_catalog: Catalog) -> Non
     assert run["problems"] == 2 and run["solved"] == 1 and run["accuracy"] == 0.5
     line = report.summary_lines[0]
     assert line.startswith("run graft: 1 problem, 2,000 baseline tokens (1 budget-exhausted attempt), "
-                           "20 graft tokens (8 decoded), a factor of 100; 40 times less energy (source: estimate)")
+                           "20 graft tokens (8 decoded), a factor of 100; energy about 40 times less (estimate from "
+                           "CPU seconds x watts, not a measurement; joules per token did not vary over its 3 attempts)")
     assert "1 grafted attempt with no baseline" in line
+
+
+def test_an_estimated_energy_factor_comes_with_its_range(noisy_catalog: Callable[..., Catalog]) -> None:
+    report = build_report(noisy_catalog("estimate"), run_id="graft")
+    run = report.runs.set_index("run_id").loc["graft"]
+    assert run["factor"] == 75.0 and run["energy_factor"] == 40.0
+    assert run["energy_factor_low"] == pytest.approx(15.0) and run["energy_factor_high"] == pytest.approx(90.0)
+    assert run["energy_factor_attempts"] == 5
+    line = report.summary_lines[0]
+    assert ("a factor of 75; energy 15 to 90 times less (estimate from CPU seconds x watts, not a measurement: "
+            "the range of joules per token over its 5 attempts; 40 pooled); accuracy 2/2") in line
+    assert "40 times less energy" not in line
+    data = json.loads(report.to_json())
+    assert data["runs"][0]["energy_factor_low"] == pytest.approx(15.0) and "energy_factor_range" in data["definitions"]
+    for fmt in ("table", "md"):
+        assert "energy 15 to 90 times less (estimate" in render(report, fmt)
+
+
+def test_an_estimate_from_one_attempt_each_way_says_its_spread_is_unknown(
+        noisy_catalog: Callable[..., Catalog]) -> None:
+    line = build_report(noisy_catalog("estimate", problems=("c",)), run_id="graft").summary_lines[0]
+    assert ("a factor of 100; energy about 40 times less (estimate from CPU seconds x watts, not a measurement; "
+            "one attempt each way, spread unknown)") in line
+
+
+@pytest.mark.parametrize("source", ["rapl", "nvml"])
+def test_a_measured_energy_factor_keeps_its_plain_form(noisy_catalog: Callable[..., Catalog], source: str) -> None:
+    report = build_report(noisy_catalog(source), run_id="graft")
+    line = report.summary_lines[0]
+    assert f"a factor of 75; 40 times less energy (source: {source}); accuracy 2/2" in line
+    assert "pooled" not in line and "estimate" not in line
+
+
+def test_long_cells_keep_both_ends_and_control_characters_are_escaped() -> None:
+    path = "/home/someone/datasets/competition-math/problems.jsonl"
+    assert abbreviate(path, 24) == "/home/someo…oblems.jsonl" and len(abbreviate(path, 24)) == 24
+    assert abbreviate("short", 24) == "short"
+    assert printable("p\x1b]0;title\x07-1") == "p\\x1b]0;title\\x07-1"
+
+
+def test_columns_are_taken_whole_by_importance_and_headers_break_at_underscores() -> None:
+    cols = ["problem_id", "energy_saved_j", "energy_source", "baseline_tokens"]
+    body = [["p-1", "19.500", "estimate", "2,000.0"]]
+    priority = (("problem_id",), ("baseline_tokens",), ("energy_saved_j", "energy_source"))
+    assert list(fit_columns(cols, body, priority, 200)) == cols  # everything fits on one header line
+    narrow = fit_columns(cols, body, priority, 30)
+    assert list(narrow) == ["problem_id", "baseline_tokens"]  # the energy figure never without its source
+    assert narrow["baseline_tokens"] == "baseline_\ntokens"
+    assert wrap_header("j_per_prefill_token", 9) == "j_per_\nprefill_\ntoken"
+
+
+def test_a_long_problem_set_is_shortened_in_the_table(noisy_catalog: Callable[..., Catalog]) -> None:
+    path = "/home/someone/datasets/competition-math/" + "x" * 80 + "/problems.jsonl"
+    report = build_report(noisy_catalog("estimate", problem_set=path))
+    table = to_table(report, width=200)
+    assert "problems.jsonl" in table and path not in table and "…" in table
+    assert json.loads(report.to_json())["runs"][0]["problem_set"] == path  # JSON keeps it whole
 
 
 def test_views_are_queryable_directly(exact_catalog: Catalog) -> None:
@@ -112,7 +172,9 @@ def test_real_runs_summaries_and_energy_per_token(real_catalog: RealCatalog) -> 
     report = build_report(real_catalog.catalog, context_window=4096)
     lines = report.summary_lines
     assert lines[0].startswith(f"run {real_catalog.baseline_run}: 2 problems without graft")
-    assert lines[1].startswith(f"run {real_catalog.graft_run}: 2 problems, ") and "(source: estimate)" in lines[1]
+    assert lines[1].startswith(f"run {real_catalog.graft_run}: 2 problems, ")
+    assert "times less (estimate from CPU seconds x watts, not a measurement" in lines[1]
+    assert "times less energy" not in lines[1]  # an estimate's factor never stands bare
     assert "4,096-token window" in lines[2]
     ept = report.energy_per_token
     assert list(ept["energy_source"]) == ["estimate"] and ept.iloc[0]["attempts"] == 5
@@ -135,8 +197,11 @@ def test_every_format_parses(real_catalog: RealCatalog) -> None:
     assert md[header + 1].startswith("|---") and md[header].count("|") == md[header + 2].count("|")
     table = render(report, "table")
     assert "tokens and energy saved" in table and "estimate" in table
-    header = next(line for line in table.splitlines() if "problem_id" in line)
-    assert "baseline_tokens" in header and "energy_saved_j" in header  # headers not wrapped off a terminal
+    assert max(len(line) for line in table.splitlines()) <= PIPED_WIDTH  # the width off a terminal
+    wide = to_table(report, width=400)
+    header = next(line for line in wide.splitlines() if "problem_id" in line)
+    assert "baseline_tokens" in header and "energy_saved_j" in header  # headers whole when there is room
+    assert "not shown" not in wide.split("runs (flywheel passes)")[0]
 
 
 def test_json_is_enough_to_rescore_without_the_engine(real_catalog: RealCatalog) -> None:
