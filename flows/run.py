@@ -246,7 +246,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
             verdict = verify(problem, result.answer, cfg.verifier)
             if (verdict.equivalent and cfg.deposit and decision.kind != "exact" and problem.id not in deposited
                     and problem.id not in solved):
-                deposit_own(env, problem, result, deposited_by)
+                deposit_own(env, problem, result, deposited_by, cfg.verifier)
                 deposited.add(problem.id)
             if verdict.equivalent:
                 solved.add(problem.id)

@@ -39,6 +39,9 @@ RUN_DTYPES: tuple[RunDType, ...] = get_args(RunDType)
 DEFAULT_DTYPE: RunDType = "float32"
 #: Most decode slots a pass may ask for (the default is measured: `flywheel.decode.DEFAULT_SLOTS`).
 MAX_SLOTS = 256
+#: Related verified solutions a near route grafts together (one composite artifact): 1 until
+#: measured otherwise (BENCHMARKS.md, "Held-out transfer": 2 and 4 did no better).
+DEFAULT_NEAR_MEMBERS = 1
 #: Most related verified solutions a near route grafts together (one composite artifact).
 MAX_NEAR_MEMBERS = 16
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from flywheel.engine import Engine
     from flywheel.router import RouteDecision, Router, RouterConfig
     from flywheel.store import ArtifactStore
+    from verifiers import VerifierConfig
 
 
 @dataclass(frozen=True)
@@ -269,8 +270,12 @@ class Library:
     # --- deposit ---------------------------------------------------------------------------------
 
     def deposit(self, engine: Engine, problem: Problem, solution: str, answer: str, *,
-                deposited_by: str = "curator", unverified: bool = False, index: bool = True) -> DepositResult:
+                deposited_by: str = "curator", unverified: bool = False, index: bool = True,
+                verifier: VerifierConfig | None = None) -> DepositResult:
         """Verify `answer`, prefill the canonical graft prompt, store the artifact, catalogue and index it.
+
+        `verifier` bounds the check (a run passes the settings it verified its own answers under;
+        the verifier's defaults when None).
 
         A problem whose text is already in the catalog under another id is filed under that id
         (recognised by its normalized-text hash), so the same problem is never stored twice;
@@ -286,7 +291,7 @@ class Library:
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
         check_deposit_text(problem, solution, answer)
-        verdict = problem.check(answer)
+        verdict = problem.check(answer, config=verifier)
         status, reason = verdict.status, verdict.reason
         if contradicted(status) or (status != "equivalent" and not unverified):
             against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"

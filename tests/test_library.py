@@ -276,3 +276,18 @@ def test_a_staging_folder_held_by_its_lock_is_never_stale(tmp_path: Path) -> Non
         fcntl.flock(lock, fcntl.LOCK_EX)
         assert remove_stale_staging(tmp_path) == [] and folder.is_dir()
     assert remove_stale_staging(tmp_path) == [folder] and not folder.exists()
+
+
+# --- deposit under a run's verifier settings ------------------------------------------------------
+
+
+def test_deposit_checks_under_the_verifier_settings_it_is_given(lib: Library, tiny_gemma: Engine) -> None:
+    from verifiers import VerifierConfig
+
+    third = Problem(id="third", text="What is 1/3 to three places?", reference="1/3")
+    with pytest.raises(DepositRefusedError, match="not verified"):   # exact by default: 0.333 is not 1/3
+        lib.deposit(tiny_gemma, third, "1/3 = 0.333", "0.333")
+    assert lib.catalog.list_artifacts(include_unverified=True) == []
+    dep = lib.deposit(tiny_gemma, third, "1/3 = 0.333", "0.333", verifier=VerifierConfig(tolerance=1e-2))
+    assert dep.created and dep.verdict_status == "equivalent"
+    assert [a.sha256 for a in lib.catalog.list_artifacts()] == [dep.artifact_sha256]

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from flywheel import config
 from flywheel.cli.common import echo_json, settings_of
 
 DEFAULT_SAMPLES = 50
@@ -25,7 +26,7 @@ DEFAULT_PREFIX_TOKENS = (35, 256, 640, 1200)
               help="cpu or cuda (deterministic settings either way).")
 @click.option("--slots", type=click.IntRange(1, 256), default=None,
               help="Check inside the batched decode schedule of B slots (samples are each other's neighbours).")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16"]), default="float32", show_default=True,
+@click.option("--dtype", type=click.Choice(config.RUN_DTYPES), default=config.DEFAULT_DTYPE, show_default=True,
               help="Engine dtype (part of the fingerprint; bfloat16 is opt-in).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.argument("more_prefix_tokens", nargs=-1, type=click.IntRange(2, 1_000_000))

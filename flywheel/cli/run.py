@@ -225,7 +225,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
 @click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
 @click.option("--members", "near_members", type=click.IntRange(1, config.MAX_NEAR_MEMBERS), default=None,
               help="Related verified solutions grafted together on a near route "
-                   "(default: the router's, flywheel.router.RouterConfig.near_members).")
+                   f"(default: {config.DEFAULT_NEAR_MEMBERS}).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write accuracy per pass and held-out with/without grafts to this PNG.")
 @_schedule_options

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from flywheel.catalog import Catalog
+from flywheel.config import DEFAULT_NEAR_MEMBERS
 from flywheel.domain import RouteKind
 from flywheel.router.index import IndexEntry, IndexKind, VectorIndex
 
@@ -31,8 +32,8 @@ class RouterConfig:
     search_k: int = 8  # neighbours examined, so a candidate the catalog no longer vouches for is skipped
     include_unverified: bool = False  # route to --unverified deposits only when asked
     # Related solutions grafted together on a near route (their composite artifact, see
-    # Library.composite). 1 until measured otherwise: BENCHMARKS.md, "Held-out transfer".
-    near_members: int = 1
+    # Library.composite).
+    near_members: int = DEFAULT_NEAR_MEMBERS
 
 
 @dataclass(frozen=True)

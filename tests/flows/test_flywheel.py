@@ -250,6 +250,17 @@ def test_the_runs_verifier_settings_decide_its_verdicts(scripted: str, lib_dir: 
     assert not exact["results"][0]["verified"] and tolerant["results"][0]["verified"]
 
 
+def test_a_run_deposits_what_it_verified_under_its_own_verifier_settings(scripted: str, lib_dir: Path,
+                                                                         tmp_path: Path) -> None:
+    near_nine = _write(tmp_path / "set.jsonl", [{"id": "p", "problem": "Compute 3 * 3.0003.", "reference": "9.0009"}])
+    flywheel_run(_cfg(scripted, lib_dir, near_nine, budget=24))          # exact: 9 is refused, nothing deposited
+    assert open_lib(lib_dir).catalog.list_artifacts(include_unverified=True) == []
+    tolerant = flywheel_run(_cfg(scripted, lib_dir, near_nine, budget=24, verifier=VerifierConfig(tolerance=1e-3)))
+    assert tolerant["results"][0]["verified"]
+    deposits = open_lib(lib_dir).catalog.list_artifacts()
+    assert [a.problem_id for a in deposits] == ["p"]       # re-checked under the run's tolerance, not the default
+
+
 def test_resuming_under_other_router_energy_or_verifier_settings_is_refused(tiny: str, lib_dir: Path,
                                                                            set_file: Path) -> None:
     first = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1))
