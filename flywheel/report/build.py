@@ -260,7 +260,7 @@ def _estimated_energy(s: dict[str, Any]) -> str:
     """The energy factor of a source that is not a measurement: its range first, worded as an estimate."""
     source = s["savings_energy_source"]
     what = ("estimate from CPU seconds x watts, not a measurement" if source == "estimate"
-            else f"source {source}, not all of it measured")
+            else f"{source} sources, not one measurement")
     low, high, n = s["energy_factor_low"], s["energy_factor_high"], s["energy_factor_attempts"]
     if n is not None and n <= 2:
         return f"; energy about {_fmt(s['energy_factor'])} times less ({what}; one attempt each way, spread unknown)"
