@@ -116,7 +116,8 @@ def _signal(pid: int, sig: signal.Signals) -> None:
 def _watchdog_main() -> None:
     # Ctrl-C and a closed terminal reach the whole process group: stay, the parent may be gone next.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):  # not on Windows
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     watch_until_eof(sys.stdin)
 
 
