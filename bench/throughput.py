@@ -6,7 +6,9 @@ The same problems (half CHAMP, half generated word problems) are attempted at on
    call, PyTorch's default MKL path) for each problem in turn: the engine before batching;
 2. `batched B=...`: `flywheel.decode.BatchDecoder` with B slots (continuous batching, oneDNN
    linears, per-slot attention), problems prefilled as they take a slot;
-3. the same with `--dtype bfloat16` engines where asked (`--bf16`).
+3. the same with `--dtype bfloat16` engines where asked (`--bf16`), with their answers compared to
+   float32's at the same B: how many problems get the same extracted answer, and how many each
+   dtype answers correctly (the project's verifier against the problem's reference).
 
 Printed per configuration: decode tokens/s, wall per pass (prefill included), RSS after the pass
 and the process's peak, and the share of this machine's limits measured in the same run: weight
@@ -34,6 +36,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.append(str(Path(__file__).resolve().parent))  # procmem, after the packages
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
@@ -44,14 +47,15 @@ from procmem import release_free_memory, status_kb  # noqa: E402
 from flywheel import config  # noqa: E402
 from flywheel.decode import BatchDecoder, DecodeRequest  # noqa: E402
 from flywheel.engine import Engine, EngineSettings  # noqa: E402
+from flywheel.problemsets import Problem  # noqa: E402
 from flywheel.prompts import plain_prompt  # noqa: E402
 
 
-def problems(n: int) -> list[str]:
+def problems(n: int) -> list[Problem]:
     from flywheel.problemsets import load_champ, load_problem_set
 
-    champ = [p.text for p in load_champ()[: n - n // 2]]
-    generated = [p.text for p in load_problem_set(f"gen:all?n={max(1, n // 20 + 1)}&seed=7").problems[: n // 2]]
+    champ = load_champ()[: n - n // 2]
+    generated = load_problem_set(f"gen:all?n={max(1, n // 20 + 1)}&seed=7").problems[: n // 2]
     return champ + generated
 
 
@@ -88,19 +92,42 @@ def one_at_a_time(engine: Engine, texts: list[str], budget: int) -> dict[str, An
 
 
 def batched(engine: Engine, texts: list[str], budget: int, slots: int) -> dict[str, Any]:
-    from flywheel.attempt import SolveStop
+    """Decode every text on `slots` slots; also returns each problem's extracted answer, in input order."""
+    from flywheel.attempt import SolveStop, extract
 
     def requests() -> Any:
-        for text in texts:
+        for i, text in enumerate(texts):
             cache, logits = engine.prefill(engine.encode(plain_prompt(text)))
-            yield DecodeRequest(cache, logits[-1], budget, stop=SolveStop())
+            yield DecodeRequest(cache, logits[-1], budget, stop=SolveStop(), tag=i)
 
     decoder = BatchDecoder(engine, slots)
     start = time.perf_counter()
     outs = list(decoder.run(requests()))
     wall = time.perf_counter() - start
+    answers: list[str | None] = [None] * len(texts)
+    produced: list[list[int]] = [[] for _ in texts]
+    for o in outs:  # extracted after timing: not part of the decode figures
+        answers[o.tag], produced[o.tag] = extract(engine.decode_text(o.tokens), "solve"), o.tokens
     return {"tokens": sum(len(o.tokens) for o in outs), "decode_s": decoder.model_seconds, "wall_s": wall,
-            "steps": decoder.steps}
+            "steps": decoder.steps, "answers": answers,
+            # every problem's tokens in input order: equal across B for one dtype (slot bits ignore B)
+            "tokens_sha256": hashlib.sha256(json.dumps(produced).encode()).hexdigest()}
+
+
+def compare_answers(items: list[Problem], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per B measured in both dtypes: same extracted answer, and correct answers of each (verifier vs reference)."""
+    by = {(r["dtype"], r["slots"]): r["answers"] for r in rows if r.get("answers") is not None}
+    out = []
+    for (dtype, slots), bf16 in sorted(by.items(), key=lambda kv: kv[0][1]):
+        fp32 = by.get(("float32", slots))
+        if dtype != "bfloat16" or fp32 is None:
+            continue
+        correct = {name: sum(p.check(a).equivalent for p, a in zip(items, ans, strict=True))
+                   for name, ans in (("float32", fp32), ("bfloat16", bf16))}
+        out.append({"slots": slots, "problems": len(items),
+                    "same_answer": sum(a == b for a, b in zip(fp32, bf16, strict=True)),
+                    "correct_float32": correct["float32"], "correct_bfloat16": correct["bfloat16"]})
+    return out
 
 
 _LLAMA_CPP = r"""
@@ -160,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    texts = problems(args.problems)
+    items = problems(args.problems)
+    texts = [p.text for p in items]
     rows: list[dict[str, Any]] = []
     dtypes = ["float32", "bfloat16"] if args.bf16 else ["float32"]
     limits: dict[str, dict[str, float]] = {}
@@ -202,13 +230,19 @@ def main(argv: list[str] | None = None) -> int:
                "baseline_tokens_per_s": base, "tokens_per_s": fp32,
                "tokens_per_s_bf16": {str(r["slots"]): r["tokens_per_s"] for r in rows if r["dtype"] == "bfloat16"},
                "best_slots": int(best), "speedup_best": fp32[best] / base, "rows": rows,
-               "llama_cpp_tokens_per_s": next((r["tokens_per_s"] for r in rows if r["config"] == "llama.cpp"), None)}
+               "llama_cpp_tokens_per_s": next((r["tokens_per_s"] for r in rows if r["config"] == "llama.cpp"), None),
+               "bf16_answers": compare_answers(items, rows)}
     if args.json:
         print(json.dumps(summary))
     else:
         print(f"best fp32: B={best}, {fp32[best]:.1f} tok/s = {fp32[best] / base:.1f}x the one-at-a-time path "
               f"({base:.1f} tok/s); machine: {limits['float32']['memory_bytes_per_s'] / 1e9:.1f} GB/s copy, "
               f"{limits['float32']['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s oneDNN fp32")
+        for c in summary["bf16_answers"]:
+            print(f"B={c['slots']}: bfloat16 {summary['tokens_per_s_bf16'][str(c['slots'])]:.1f} tok/s vs float32 "
+                  f"{fp32[str(c['slots'])]:.1f} ({summary['tokens_per_s_bf16'][str(c['slots'])] / fp32[str(c['slots'])]:.2f}x); "
+                  f"same answer on {c['same_answer']}/{c['problems']} problems; correct: float32 "
+                  f"{c['correct_float32']}, bfloat16 {c['correct_bfloat16']}")
         if summary["llama_cpp_tokens_per_s"]:
             print(f"best fp32 batched vs llama.cpp (q4_k_m, one sequence): "
                   f"{fp32[best] / summary['llama_cpp_tokens_per_s']:.2f}x")
