@@ -126,6 +126,8 @@ def compare_answers(items: list[Problem], rows: list[dict[str, Any]]) -> list[di
                    for name, ans in (("float32", fp32), ("bfloat16", bf16))}
         out.append({"slots": slots, "problems": len(items),
                     "same_answer": sum(a == b for a, b in zip(fp32, bf16, strict=True)),
+                    "answered_float32": sum(a is not None for a in fp32),
+                    "answered_bfloat16": sum(a is not None for a in bf16),
                     "correct_float32": correct["float32"], "correct_bfloat16": correct["bfloat16"]})
     return out
 
@@ -241,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         for c in summary["bf16_answers"]:
             print(f"B={c['slots']}: bfloat16 {summary['tokens_per_s_bf16'][str(c['slots'])]:.1f} tok/s vs float32 "
                   f"{fp32[str(c['slots'])]:.1f} ({summary['tokens_per_s_bf16'][str(c['slots'])] / fp32[str(c['slots'])]:.2f}x); "
-                  f"same answer on {c['same_answer']}/{c['problems']} problems; correct: float32 "
+                  f"same answer on {c['same_answer']}/{c['problems']} problems (an answer stated: float32 "
+                  f"{c['answered_float32']}, bfloat16 {c['answered_bfloat16']}); correct: float32 "
                   f"{c['correct_float32']}, bfloat16 {c['correct_bfloat16']}")
         if summary["llama_cpp_tokens_per_s"]:
             print(f"best fp32 batched vs llama.cpp (q4_k_m, one sequence): "
