@@ -83,16 +83,23 @@ def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None
     """
     import json
 
+    from flywheel import liveness
+
     eng, lib = env.engine(), env.open_library()
+    lib.catalog.interrupt_abandoned_runs(liveness.is_gone)   # runs whose process was killed outright
     existing = lib.catalog.get_run(run_id)
     if existing is not None:
+        if (existing.status == "running" and liveness.owner_state(existing.owner) == "alive"
+                and not liveness.is_mine(existing.owner)):
+            raise InputError(f"run {run_id!r} is still running (process {str(existing.owner).rsplit(':', 1)[0]})",
+                             hint="wait for it to finish, or stop it first; its recorded attempts are kept")
         _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule, settings)
     lib.catalog.upsert_problems(ProblemSpec.of(p) for p in pset.problems)
     lib.catalog.create_run(run_id=run_id, problem_set=pset.spec, problem_set_hash=pset.hash, budget=budget,
                            attempts=attempts, model_name=eng.fingerprint.model,
                            model_fingerprint=eng.fingerprint.digest, no_graft=no_graft, run_budget=run_budget,
                            flow_run_id=flow_run_id, decode_schedule=json.dumps(schedule, sort_keys=True),
-                           settings=canonical_json(settings))
+                           settings=canonical_json(settings), owner=liveness.process_token())
     return lib.catalog.recorded_attempt_keys(run_id)
 
 

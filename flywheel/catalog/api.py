@@ -302,11 +302,13 @@ class Catalog:
     def create_run(self, *, run_id: str, problem_set: str, problem_set_hash: str, budget: int,
                    attempts: int, model_name: str, model_fingerprint: str, no_graft: bool = False,
                    run_budget: int | None = None, flow_run_id: str | None = None,
-                   decode_schedule: str | None = None, settings: str | None = None) -> RunRow:
-        """Start run `run_id`, or return it unchanged if it exists (a resumed run).
+                   decode_schedule: str | None = None, settings: str | None = None,
+                   owner: str | None = None) -> RunRow:
+        """Start run `run_id`, or reopen it if it exists (a resumed run: `running` again, under `owner`).
 
         `decode_schedule` and `settings` are canonical JSON: the batched decode schedule, and the
-        router, energy and verifier settings of the run (`flows.run.RunConfig.settings`).
+        router, energy and verifier settings of the run (`flows.run.RunConfig.settings`). `owner`
+        is the process running it (`flywheel.liveness.process_token`).
         """
         def work(s: Session) -> RunRow:
             insert_ignore(s, RunRow, {
@@ -314,14 +316,31 @@ class Catalog:
                 "problem_set_hash": problem_set_hash, "budget": budget, "run_budget": run_budget,
                 "attempts": attempts, "no_graft": no_graft, "model_name": model_name,
                 "model_fingerprint": model_fingerprint, "status": "running",
-                "decode_schedule": decode_schedule, "settings": settings})
+                "decode_schedule": decode_schedule, "settings": settings, "owner": owner})
             row = s.get(RunRow, run_id, populate_existing=True)
             assert row is not None
             if row.status != "running":  # resuming a finished or failed run reopens it
                 row.status, row.finished_at = "running", None
             if flow_run_id is not None:
                 row.flow_run_id = flow_run_id
+            if owner is not None:
+                row.owner = owner
             return row
+        return self._write(work)
+
+    def interrupt_abandoned_runs(self, is_gone: Callable[[str | None], bool]) -> list[str]:
+        """Mark `interrupted` every `running` run whose owner `is_gone`; returns their ids.
+
+        A process killed outright (SIGKILL, power loss) never marks its run; the next run on the
+        catalog does. `finished_at` stays empty: when the process died is not known.
+        """
+        def work(s: Session) -> list[str]:
+            running = s.execute(select(RunRow.id, RunRow.owner).where(RunRow.status == "running")).all()
+            dead = [run_id for run_id, owner in running if owner is not None and is_gone(owner)]
+            if dead:
+                s.execute(update(RunRow).where(RunRow.id.in_(dead), RunRow.status == "running")
+                          .values(status="interrupted"))
+            return dead
         return self._write(work)
 
     def finish_run(self, run_id: str, status: str = "finished") -> RunRow:

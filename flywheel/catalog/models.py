@@ -113,6 +113,9 @@ class RunRow(Base):
     decode_schedule: Mapped[str | None] = mapped_column(String(255))  # canonical JSON: slots, kernel, dtype
     # canonical JSON of the router, energy and verifier settings the run used (NULL: started before 0004)
     settings: Mapped[str | None] = mapped_column(Text)
+    # host:pid:start of the process running it (flywheel.liveness); a `running` run whose owner
+    # is gone was killed outright and is marked interrupted (NULL: started before 0005)
+    owner: Mapped[str | None] = mapped_column(String(255))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

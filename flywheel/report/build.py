@@ -163,6 +163,13 @@ def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 10 else f"{x:,.1f}"
 
 
+def _status(run: dict[str, Any]) -> str:
+    """The run's status; `running` under an owner process that is gone reads `interrupted` (killed outright)."""
+    from flywheel.liveness import is_gone
+
+    return "interrupted" if run["status"] == "running" and is_gone(run.get("owner")) else str(run["status"])
+
+
 def _run_summary(run: dict[str, Any], att: pd.DataFrame, rows: pd.DataFrame) -> dict[str, Any]:
     mine = att[att["run_id"] == run["id"]]
     graft = rows[rows["run_id"] == run["id"]]
@@ -177,7 +184,7 @@ def _run_summary(run: dict[str, Any], att: pd.DataFrame, rows: pd.DataFrame) -> 
         "run_id": run["id"], "started_at": run["started_at"], "problem_set": run["problem_set"],
         "problem_set_hash": run["problem_set_hash"], "model_name": run["model_name"],
         "model_fingerprint": run["model_fingerprint"], "no_graft": bool(run["no_graft"]),
-        "budget": run["budget"], "status": run["status"],
+        "budget": run["budget"], "status": _status(run),
         "problems": problems, "attempts": len(mine), "solved": solved,
         "accuracy": solved / problems if problems else None,
         "computed_tokens": int(mine["computed_tokens"].sum()), "restored_tokens": int(mine["restored_tokens"].sum()),
@@ -204,7 +211,8 @@ def _run_summary(run: dict[str, Any], att: pd.DataFrame, rows: pd.DataFrame) -> 
 
 
 def _sentence(s: dict[str, Any], measured: pd.DataFrame) -> str:
-    head = f"run {s['run_id']}:"
+    # a run that stopped before its end says so first: its figures cover only what it recorded
+    head = f"run {s['run_id']}" + (f" ({s['status']})" if s["status"] in ("interrupted", "failed") else "") + ":"
     acc = f"accuracy {s['solved']}/{s['problems']}"
     if s["grafted_attempts"] == 0:
         energy = "" if s["energy_j"] is None else f", {_fmt(s['energy_j'])} J (source: {s['energy_source']})"

@@ -67,7 +67,7 @@ def test_migrations_are_ordered_and_named() -> None:
 
     script = ScriptDirectory.from_config(alembic_config())
     chain = [rev for rev in script.walk_revisions("base", "heads")][::-1]   # oldest first
-    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004"]
+    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005"]
     for rev in chain:
         assert Path(rev.path).name.startswith(f"{rev.revision}_") and rev.doc   # ordered, named, described
 
@@ -115,3 +115,33 @@ def test_0004_renders_for_postgresql_as_a_plain_added_column() -> None:
     cfg.output_buffer = buf
     command.upgrade(cfg, "0003:0004", sql=True)
     assert "ALTER TABLE runs ADD COLUMN settings TEXT" in buf.getvalue()
+
+
+def test_0005_adds_the_run_owner_and_leaves_older_runs_null(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    url = config.database_url(tmp_path)
+    db = create_engine(url)
+    assert migrate(db, "0004") == "0004"
+    with db.begin() as conn:   # a run recorded before owners existed, left `running` by a killed process
+        conn.execute(text("INSERT INTO runs (id, problem_set, problem_set_hash, budget, attempts, no_graft, "
+                          "model_name, model_fingerprint, status, started_at) VALUES ('old', 'champ', :h, 160, 1, "
+                          "0, 'm', :h, 'running', '2025-01-01 00:00:00')"), {"h": "0" * 64})
+    assert migrate(db) == head_revision()
+    db.dispose()
+    cat = open_catalog(url)
+    cat.create_run(run_id="new", problem_set="champ", problem_set_hash="1" * 64, budget=160, attempts=1,
+                   model_name="m", model_fingerprint="1" * 64, owner="host:1:2")
+    old, new = cat.get_run("old"), cat.get_run("new")
+    assert old is not None and old.owner is None and new is not None and new.owner == "host:1:2"
+    assert cat.interrupt_abandoned_runs(lambda owner: True) == ["new"]   # no owner: never declared gone
+    assert cat.get_run("old").status == "running" and cat.get_run("new").status == "interrupted"  # type: ignore[union-attr]
+    cat.close()
+
+
+def test_0005_renders_for_postgresql_as_a_plain_added_column() -> None:
+    buf = io.StringIO()
+    cfg = alembic_config("postgresql+psycopg://user@localhost/flywheel")
+    cfg.output_buffer = buf
+    command.upgrade(cfg, "0004:0005", sql=True)
+    assert "ALTER TABLE runs ADD COLUMN owner VARCHAR(255)" in buf.getvalue()

@@ -280,3 +280,39 @@ def test_resuming_under_other_router_energy_or_verifier_settings_is_refused(tiny
 def _write(path: Path, rows: list[dict[str, str]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def _pretend_running(lib_dir: Path, run_id: str, owner: str) -> None:
+    """Put a finished run back to `running` under `owner`, as a process killed outright leaves it."""
+    from sqlalchemy import update
+
+    from flywheel.catalog.models import RunRow
+
+    with open_lib(lib_dir).catalog.db.begin() as conn:
+        conn.execute(update(RunRow).where(RunRow.id == run_id).values(status="running", owner=owner,
+                                                                      finished_at=None))
+
+
+def test_a_run_whose_process_was_killed_is_marked_interrupted_and_one_still_alive_is_not_resumed(
+        tiny: str, lib_dir: Path, set_file: Path) -> None:
+    import subprocess
+    import sys
+
+    from flywheel.liveness import process_token
+
+    first = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1))
+    assert open_lib(lib_dir).catalog.get_run(first["run_id"]).owner == process_token()  # type: ignore[union-attr]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _pretend_running(lib_dir, first["run_id"], process_token(child.pid))
+        with pytest.raises(InputError, match="is still running"):      # another live process owns it
+            flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1, run_id=first["run_id"]))
+    finally:
+        child.kill()
+        child.wait()
+    # the owner was killed: the next run on the catalog marks the run interrupted
+    flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1))
+    assert open_lib(lib_dir).catalog.get_run(first["run_id"]).status == "interrupted"  # type: ignore[union-attr]
+    resumed = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, limit=1, run_id=first["run_id"]))
+    assert resumed["run_id"] == first["run_id"]
+    assert open_lib(lib_dir).catalog.get_run(first["run_id"]).status == "finished"  # type: ignore[union-attr]

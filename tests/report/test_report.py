@@ -63,6 +63,24 @@ def test_run_summary_counts_only_measured_savings(exact_catalog: Catalog) -> Non
     assert "1 grafted attempt with no baseline" in line
 
 
+def test_a_run_whose_process_is_gone_reads_interrupted(exact_catalog: Catalog) -> None:
+    import subprocess
+    import sys
+
+    from flywheel.liveness import process_token
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    exact_catalog.create_run(run_id="graft", problem_set="x", problem_set_hash="0" * 64, budget=50, attempts=1,
+                             model_name="m", model_fingerprint="0" * 64, owner=process_token(child.pid))
+    report = build_report(exact_catalog, run_id="graft")
+    assert report.runs.set_index("run_id").loc["graft"]["status"] == "interrupted"
+    assert report.summary_lines[0].startswith("run graft (interrupted):")
+    exact_catalog.create_run(run_id="graft", problem_set="x", problem_set_hash="0" * 64, budget=50, attempts=1,
+                             model_name="m", model_fingerprint="0" * 64, owner=process_token())   # alive: as is
+    assert build_report(exact_catalog, run_id="graft").runs.iloc[0]["status"] == "running"
+
+
 def test_an_estimated_energy_factor_comes_with_its_range(noisy_catalog: Callable[..., Catalog]) -> None:
     report = build_report(noisy_catalog("estimate"), run_id="graft")
     run = report.runs.set_index("run_id").loc["graft"]
