@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -109,12 +110,14 @@ def test_0004_records_run_settings_and_leaves_older_runs_null(tmp_path: Path) ->
     db.dispose()
 
 
-def test_0004_renders_for_postgresql_as_a_plain_added_column() -> None:
+@pytest.mark.parametrize(("step", "sql"), [("0003:0004", "ALTER TABLE runs ADD COLUMN settings TEXT"),
+                                           ("0004:0005", "ALTER TABLE runs ADD COLUMN owner VARCHAR(255)")])
+def test_run_columns_render_for_postgresql_as_plain_added_columns(step: str, sql: str) -> None:
     buf = io.StringIO()
     cfg = alembic_config("postgresql+psycopg://user@localhost/flywheel")
     cfg.output_buffer = buf
-    command.upgrade(cfg, "0003:0004", sql=True)
-    assert "ALTER TABLE runs ADD COLUMN settings TEXT" in buf.getvalue()
+    command.upgrade(cfg, step, sql=True)
+    assert sql in buf.getvalue()
 
 
 def test_0005_adds_the_run_owner_and_leaves_older_runs_null(tmp_path: Path) -> None:
@@ -137,11 +140,36 @@ def test_0005_adds_the_run_owner_and_leaves_older_runs_null(tmp_path: Path) -> N
     assert cat.interrupt_abandoned_runs(lambda owner: True) == ["new"]   # no owner: never declared gone
     assert cat.get_run("old").status == "running" and cat.get_run("new").status == "interrupted"  # type: ignore[union-attr]
     cat.close()
+    db = create_engine(url)
+    with db.connect() as conn:   # and back: the column goes, the runs and the report views stay
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0004")
+        conn.commit()
+        assert current_revision(conn) == "0004"
+        assert conn.execute(text("SELECT id FROM runs ORDER BY id")).scalars().all() == ["new", "old"]
+        assert conn.execute(text("SELECT count(*) FROM attempt_costs")).scalar() == 0
+    assert "owner" not in {c["name"] for c in inspect(db).get_columns("runs")}
+    db.dispose()
 
 
-def test_0005_renders_for_postgresql_as_a_plain_added_column() -> None:
-    buf = io.StringIO()
-    cfg = alembic_config("postgresql+psycopg://user@localhost/flywheel")
-    cfg.output_buffer = buf
-    command.upgrade(cfg, "0004:0005", sql=True)
-    assert "ALTER TABLE runs ADD COLUMN owner VARCHAR(255)" in buf.getvalue()
+def test_downgrading_past_every_added_column_and_back_keeps_runs_and_views(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    cat = open_catalog(config.database_url(tmp_path))
+    cat.create_run(run_id="r", problem_set="champ", problem_set_hash="1" * 64, budget=160, attempts=1,
+                   model_name="m", model_fingerprint="1" * 64, settings="{}", owner="host:1:2")
+    cat.close()
+    db = create_engine(config.database_url(tmp_path))
+    with db.connect() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0002")     # 0005, 0004 and 0003 each drop columns under the report views
+        conn.commit()
+        assert current_revision(conn) == "0002"
+        assert conn.execute(text("SELECT count(*) FROM attempt_costs")).scalar() == 0
+    assert not {"decode_schedule", "settings", "owner"} & {c["name"] for c in inspect(db).get_columns("runs")}
+    assert migrate(db) == head_revision()
+    with db.connect() as conn:
+        assert conn.execute(text("SELECT id, owner FROM runs")).all() == [("r", None)]
+    db.dispose()

@@ -26,15 +26,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    # SQLite rebuilds a table to drop a column, and refuses while a view names it (see 0002).
-    import importlib.util
-    from pathlib import Path
+    from flywheel.catalog.migration_helpers import without_report_views
 
-    spec = importlib.util.spec_from_file_location("report_views_0002", Path(__file__).with_name("0002_report_views.py"))
-    assert spec is not None and spec.loader is not None
-    views = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(views)
-    views.downgrade()
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("settings")
-    views.upgrade()
+    with without_report_views():   # SQLite rebuilds the table to drop a column; views must not name it
+        with op.batch_alter_table("runs") as batch:
+            batch.drop_column("settings")
