@@ -28,7 +28,7 @@ SAME = ("problem_id", "answer", "verified", "route", "grafted_artifact", "attemp
 
 
 class Interrupted(Exception):
-    pass
+    """Raised by the test to stop a run part-way (the resume test picks it up)."""
 
 
 @pytest.fixture(autouse=True)
