@@ -5,7 +5,7 @@ With no `PREFECT_API_URL`, Prefect 3 runs a temporary API server as a uvicorn su
 never runs when this process is killed by SIGKILL: each orphan keeps ~230 MB.
 
 `install()` (called when `flows` is imported) wraps the method that spawns that subprocess. The
-first server spawned also spawns a watchdog: this file run as a script, stdlib only, whose stdin
+first server spawned also spawns a watchdog: this file run as a script (stdlib and the light flywheel.liveness only), whose stdin
 is the read end of a pipe that only this process writes to (the write end is not inheritable, so
 the server does not hold it). Each server's pid and start time go down the pipe. However this
 process ends, the kernel closes the write end; the watchdog reads EOF and stops every server it
@@ -35,6 +35,8 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from flywheel.liveness import is_running, start_ticks
+
 SERVER_MODULE = "prefect.server.api.server"
 GRACE_S = 5.0  # SIGTERM -> SIGKILL; uvicorn shuts the SQLite-backed server down in about a second
 _POLL_S = 0.05
@@ -42,38 +44,6 @@ _POLL_S = 0.05
 _lock = threading.Lock()
 _watchdog: subprocess.Popen[str] | None = None
 _broken = False  # the watchdog's pipe failed once (warned); stop writing to it
-
-
-# --- /proc: is a pid still the process we were told about? -----------------------------------------
-
-
-def _stat(pid: int) -> tuple[str, str] | None:
-    """(state, start time in clock ticks since boot) of `pid`; None when it is gone.
-
-    Without /proc (not Linux) a live pid reports ("?", "?"): no zombie or pid-reuse check there.
-    """
-    if not os.path.isdir("/proc"):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return "?", "?"
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rpartition(")")[2].split()  # the comm, in parentheses, may hold spaces
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return fields[0], fields[19]  # fields 3 and 22 of proc(5), counted after the comm
-
-
-def running(pid: int, started: str) -> bool:
-    """`pid` is alive (not a zombie) and is still the process that started at `started` ("?": unknown)."""
-    stat = _stat(pid)
-    if stat is None or stat[0] in ("Z", "X"):
-        return False
-    return "?" in (started, stat[1]) or stat[1] == started
 
 
 # --- the watchdog process ---------------------------------------------------------------------------
@@ -93,14 +63,14 @@ def watch_until_eof(lines: Iterable[str], grace_s: float = GRACE_S) -> list[int]
 
 def stop_servers(servers: dict[int, str], grace_s: float = GRACE_S) -> list[int]:
     """SIGTERM each live server, SIGKILL whichever is still up after `grace_s`; returns the pids signalled."""
-    alive = [pid for pid, started in servers.items() if running(pid, started)]
+    alive = [pid for pid, started in servers.items() if is_running(pid, started)]
     signalled = list(alive)
     for pid in alive:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while alive and time.monotonic() < deadline:
         time.sleep(_POLL_S)
-        alive = [pid for pid in alive if running(pid, servers[pid])]
+        alive = [pid for pid in alive if is_running(pid, servers[pid])]
     for pid in alive:
         _signal(pid, signal.SIGKILL)
     return signalled
@@ -148,9 +118,9 @@ def _send(line: str, *, start: bool) -> None:
 
 def watch(pid: int) -> None:
     """Have the watchdog stop `pid` when this process ends (starting the watchdog on first use)."""
-    stat = _stat(pid)
-    if stat is not None:  # else it has already exited: nothing to watch
-        _send(f"+ {pid} {stat[1]}", start=True)
+    started = start_ticks(pid)
+    if started is not None:  # else it has already exited: nothing to watch
+        _send(f"+ {pid} {started}", start=True)
 
 
 def forget(pid: int) -> None:

@@ -19,8 +19,19 @@ import socket
 from typing import Literal
 
 
-def _start_ticks(pid: int) -> str | None:
-    """Start time of `pid` in clock ticks since boot; None when it does not exist (or has exited)."""
+def start_ticks(pid: int) -> str | None:
+    """Start time of live `pid` in clock ticks since boot; None when it has exited (zombies included).
+
+    Without /proc (not Linux) a live pid reports "?": no pid-reuse check is possible there.
+    """
+    if not os.path.isdir("/proc"):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "?"
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode("ascii", "replace")
@@ -28,29 +39,31 @@ def _start_ticks(pid: int) -> str | None:
         return None
     # The command name (field 2) is in parentheses and may hold spaces; fields after it are plain.
     fields = stat[stat.rfind(")") + 2:].split()
-    if fields and fields[0] in ("Z", "X"):   # a zombie has finished; only its exit status is left
+    if not fields or fields[0] in ("Z", "X"):   # a zombie has finished; only its exit status is left
         return None
-    return fields[19] if len(fields) > 19 else None
+    return fields[19] if len(fields) > 19 else "?"
+
+
+def is_running(pid: int, started: str) -> bool:
+    """`pid` is alive and still the process that started at `started` ("?" on either side: unknown)."""
+    now = start_ticks(pid)
+    return now is not None and ("?" in (started, now) or now == started)
 
 
 def process_token(pid: int | None = None) -> str:
     """`host:pid:start` of this process (or `pid`): what a run records as its owner."""
     pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid) or '?'}"
+    return f"{socket.gethostname()}:{pid}:{start_ticks(pid) or '?'}"
 
 
 def owner_state(token: str | None) -> Literal["alive", "gone", "unknown"]:
     """Whether the process `token` names is alive, gone (same host; pid dead or reused), or unknown here."""
-    if not token or not os.path.isdir("/proc"):
+    if not token:
         return "unknown"
     parts = token.rsplit(":", 2)          # host:pid:start (a host name holds no ':')
     if len(parts) != 3 or not parts[1].isdigit() or parts[0] != socket.gethostname():
         return "unknown"
-    _, pid, recorded = parts
-    start = _start_ticks(int(pid))
-    if start is None or (recorded != "?" and start != recorded):
-        return "gone"
-    return "alive"
+    return "alive" if is_running(int(parts[1]), parts[2]) else "gone"
 
 
 def is_gone(token: str | None) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from flows import server
+from flywheel.liveness import is_running, start_ticks
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_UP_TIMEOUT_S = 240  # a fresh SQLite migration on 2 busy cores
@@ -27,7 +28,7 @@ GONE_TIMEOUT_S = 20        # the watchdog's grace is 5 s
 
 def _gone(pid: int) -> bool:
     """No such process, or only its zombie (the reaper may be an init that never reaps)."""
-    return not server.running(pid, "?")
+    return not is_running(pid, "?")
 
 
 def _wait_gone(pid: int, timeout: float) -> bool:
@@ -65,19 +66,19 @@ def stand_in() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def test_the_watchdog_stops_a_server_at_eof(stand_in: subprocess.Popen[bytes]) -> None:
-    started = server._stat(stand_in.pid)
+    started = start_ticks(stand_in.pid)
     assert started is not None
-    signalled = server.watch_until_eof([f"+ {stand_in.pid} {started[1]}\n"], grace_s=2)
+    signalled = server.watch_until_eof([f"+ {stand_in.pid} {started}\n"], grace_s=2)
     assert signalled == [stand_in.pid]
     assert stand_in.wait(5) == -signal.SIGTERM
 
 
 def test_the_watchdog_leaves_a_stopped_server_and_a_reused_pid_alone(stand_in: subprocess.Popen[bytes]) -> None:
-    started = server._stat(stand_in.pid)
+    started = start_ticks(stand_in.pid)
     assert started is not None
-    forgotten = [f"+ {stand_in.pid} {started[1]}\n", f"- {stand_in.pid}\n"]
+    forgotten = [f"+ {stand_in.pid} {started}\n", f"- {stand_in.pid}\n"]
     assert server.watch_until_eof(forgotten, grace_s=0.5) == []
-    reused = [f"+ {stand_in.pid} {int(started[1]) - 1}\n"]  # same pid, an earlier start: another process
+    reused = [f"+ {stand_in.pid} {int(started) - 1}\n"]  # same pid, an earlier start: another process
     assert server.watch_until_eof(reused, grace_s=0.5) == []
     assert stand_in.poll() is None
 
@@ -88,10 +89,10 @@ def test_the_watchdog_kills_what_ignores_sigterm() -> None:
                                 stdout=subprocess.PIPE)
     try:
         assert stubborn.stdout is not None and stubborn.stdout.readline() == b"\n"  # SIGTERM now ignored
-        started = server._stat(stubborn.pid)
+        started = start_ticks(stubborn.pid)
         assert started is not None
         t0 = time.monotonic()
-        assert server.stop_servers({stubborn.pid: started[1]}, grace_s=1) == [stubborn.pid]
+        assert server.stop_servers({stubborn.pid: started}, grace_s=1) == [stubborn.pid]
         assert stubborn.wait(5) == -signal.SIGKILL and time.monotonic() - t0 >= 1
     finally:
         stubborn.kill()
@@ -101,11 +102,11 @@ def test_the_watchdog_kills_what_ignores_sigterm() -> None:
 def test_the_watchdog_process_outlives_its_parent_and_stops_the_server(stand_in: subprocess.Popen[bytes]) -> None:
     # The watchdog as it really runs (this file's script), fed by a pipe that then closes, as a
     # killed parent's would; Ctrl-C, which reaches the whole process group, does not stop it.
-    started = server._stat(stand_in.pid)
+    started = start_ticks(stand_in.pid)
     assert started is not None
     watchdog = subprocess.Popen([sys.executable, "-I", server.__file__], stdin=subprocess.PIPE, text=True)
     assert watchdog.stdin is not None
-    watchdog.stdin.write(f"+ {stand_in.pid} {started[1]}\n")
+    watchdog.stdin.write(f"+ {stand_in.pid} {started}\n")
     watchdog.stdin.flush()
     time.sleep(0.5)  # let it install its handlers
     watchdog.send_signal(signal.SIGINT)
