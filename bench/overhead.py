@@ -47,7 +47,7 @@ from flows.tasks import Env, finish_run, open_run, record, route_problem, verify
 from flywheel import config  # noqa: E402
 from flywheel.attempt import run_attempt  # noqa: E402
 from flywheel.catalog import AttemptRecord, GraftRecord  # noqa: E402
-from flywheel.decode import KERNEL_PATH  # noqa: E402
+from flywheel.decode import DecodeSchedule  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, load_problem_set  # noqa: E402
 
 TARGET = 0.05  # the bar: overhead under 5% of a recurring answer's wall time
@@ -74,7 +74,7 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
     clock = time.perf_counter
     t0 = clock()
     open_run.fn(env, pset, run_id=run_id, flow_run_id=None, budget=budget, attempts=1, no_graft=False, run_budget=None,
-                schedule={"slots": 1, "kernel": KERNEL_PATH, "dtype": env.dtype},
+                schedule=DecodeSchedule(1, dtype=env.dtype).to_dict(),
                 settings=RunConfig(problems=spec, model=env.model, library=env.library).settings())
     t_open = clock() - t0
     lib, engine = runtime.library(env.library, env.db_url), runtime.engine(env.model)

@@ -52,7 +52,7 @@ from flows.tasks import (
 from flywheel import config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
 from flywheel.catalog import AttemptRecord, GraftRecord
-from flywheel.decode import DEFAULT_SLOTS, KERNEL_PATH
+from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
 from flywheel.router import RouterConfig
@@ -277,7 +277,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     if window and cfg.budget > window:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
                          hint=f"a decode budget of at most {window:,} tokens")
-    schedule = {"slots": cfg.slots, "kernel": KERNEL_PATH, "dtype": cfg.dtype}
+    schedule = DecodeSchedule(cfg.slots, dtype=cfg.dtype).to_dict()
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule,
                     settings=cfg.settings())

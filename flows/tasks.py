@@ -12,6 +12,7 @@ from flows import runtime
 from flywheel import config
 from flywheel.attempt import AttemptResult, solution_of
 from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
+from flywheel.decode import DecodeSchedule
 from flywheel.domain import canonical_json
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import Problem, ProblemSet, load_problem_set
@@ -124,8 +125,8 @@ def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, 
         if then != now:
             raise InputError(f"run {run.id!r} was started with {name} {then}, not {now}", hint=hint)
     recorded = json.loads(run.decode_schedule) if run.decode_schedule else None
-    if recorded is not None and {k: recorded.get(k) for k in ("kernel", "dtype")} != \
-            {k: schedule.get(k) for k in ("kernel", "dtype")}:
+    keys = DecodeSchedule.RESULT_KEYS
+    if recorded is not None and {k: recorded.get(k) for k in keys} != {k: schedule.get(k) for k in keys}:
         raise InputError(f"run {run.id!r} decoded under {recorded}, not {schedule}", hint=hint)
     if run.settings is not None:   # NULL: a run started before settings were recorded
         then_flat, now_flat = _flatten(json.loads(run.settings)), _flatten(settings)

@@ -15,8 +15,13 @@ Why this is exact per slot (the schedule the rest of the project relies on):
 * Each slot owns preallocated key/value buffers. A sliding-window layer attends to the last
   `window` entries, which is what `DynamicSlidingWindowLayer` hands to attention.
 
-The schedule a slot's bits depend on is `DecodeSchedule` (slot count, kernel path, dtype); it is
-recorded with every run and with `verify-graft --slots`, and a run is never resumed under another.
+The schedule a slot's bits depend on is `DecodeSchedule` (kernel path, dtype, and for sampled
+requests the sampler; the slot count is recorded but does not change them); it is recorded with
+every run and with `verify-graft --slots`, and a run is never resumed under another.
+
+Between steps, the next token of every slot is chosen at once (`Engine.pick_tokens`, see
+`flywheel.sampling`): one row-wise max over the step's logits, then each sampled slot draws from
+its own row with its own seeded generator.
 
     >>> decoder = BatchDecoder(engine, slots=8)                        # doctest: +SKIP
     >>> for out in decoder.run(requests):                              # doctest: +SKIP
@@ -30,15 +35,17 @@ import time
 import types
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import torch
 from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicSlidingWindowLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from flywheel import config
 from flywheel.engine import StopRule
 from flywheel.errors import InputError
+from flywheel.sampling import SAMPLER
 
 if TYPE_CHECKING:
     from flywheel.engine import Engine
@@ -57,14 +64,22 @@ StopReason = Literal["stop", "eos", "budget"]
 
 @dataclass(frozen=True)
 class DecodeSchedule:
-    """What a slot's decode bits depend on, beyond the engine fingerprint."""
+    """What a slot's decoded tokens depend on, beyond the engine fingerprint and each request's seed.
+
+    `slots` is recorded but does not change a slot's bits; `kernel` and `dtype` change its
+    logits, `sampler` the tokens a seed draws from them.
+    """
 
     slots: int
-    kernel: str
-    dtype: str
+    kernel: str = KERNEL_PATH
+    dtype: str = config.DEFAULT_DTYPE
+    sampler: str = SAMPLER
+
+    #: The fields a run must share with its recorded schedule to be resumed.
+    RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype}
+        return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype, "sampler": self.sampler}
 
 
 @dataclass
@@ -166,14 +181,30 @@ class _StepCache:
 
 def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """Attention per slot over its own keys; free slots give zeros. query: (B, heads, 1, head_dim)."""
+    """Attention per slot over its own keys; free slots give zeros. query: (B, heads, 1, head_dim).
+
+    Each slot makes the very `scaled_dot_product_attention` call transformers' SDPA integration
+    makes for one query with no mask (grouped heads via `enable_gqa`, no copies of the keys),
+    without its per-call Python work; anything else (a softcap, dropout, wide heads) goes
+    through the integration itself.
+    """
     step: _StepCache = kwargs.pop("slot_step")
     views = step.visible[int(module.layer_idx)]  # type: ignore[arg-type]
     kwargs.pop("sliding_window", None)  # the views already end at the window
-    out = torch.zeros(query.shape[0], query.shape[2], query.shape[1], query.shape[3],
-                      dtype=query.dtype, device=query.device)     # (B, 1, heads, head_dim)
+    rows, heads, _, head_dim = query.shape
+    out = torch.zeros(rows, 1, heads, head_dim, dtype=query.dtype, device=query.device)  # (B, 1, heads, head_dim)
+    groups = int(getattr(module, "num_key_value_groups", 1))
+    direct = (kwargs.get("softcap") is None and not kwargs.get("dropout") and head_dim <= 256)
+    scaling = kwargs.get("scaling")
     for i, kv in enumerate(views):
-        if kv is not None:
+        if kv is None:
+            continue
+        if direct:
+            attn = torch.nn.functional.scaled_dot_product_attention(
+                query[i:i + 1], kv[0], kv[1], attn_mask=None, dropout_p=0.0, scale=scaling, is_causal=False,
+                **({"enable_gqa": True} if groups > 1 else {}))   # (1, heads, 1, head_dim)
+            out[i] = attn[0].transpose(0, 1)
+        else:
             out[i:i + 1] = sdpa_attention_forward(module, query[i:i + 1], kv[0], kv[1], None, **kwargs)[0]
     return out, None
 
@@ -264,7 +295,6 @@ def decode_step(engine: Engine, slots: list[SlotKV | None], tokens: list[int]) -
 class _Active:
     request: DecodeRequest
     kv: SlotKV
-    logits: torch.Tensor
     generator: torch.Generator | None
     started: float
     tokens: list[int] = field(default_factory=list)
@@ -292,11 +322,13 @@ class BatchDecoder:
             raise InputError(f"--slots must be at least 1, got {slots}")
         self.engine = engine
         self.slots = slots
-        self.schedule = DecodeSchedule(slots, KERNEL_PATH, engine.settings.dtype)
+        self.schedule = DecodeSchedule(slots, KERNEL_PATH, engine.settings.dtype, SAMPLER)
         self._eos = engine.eos_ids
         _install_onednn_linears(engine)
         self.tokens_decoded = 0
         self.model_seconds = 0.0   # in decode steps
+        self.pick_seconds = 0.0    # choosing tokens (sampling) between steps
+        self.admit_seconds = 0.0   # copying admitted requests' caches into slots
         self.steps = 0
 
     def run(self, requests: Iterable[DecodeRequest], *, progress: DecodeProgress | None = None,
@@ -309,6 +341,7 @@ class BatchDecoder:
         pending = iter(requests)
         exhausted = False
         active: list[_Active | None] = [None] * self.slots
+        logits: torch.Tensor | None = None   # (rows, vocab): each occupied slot's next-token logits
         finished = 0
         started = time.perf_counter()
         while True:
@@ -322,14 +355,24 @@ class BatchDecoder:
                         finished += 1
                         yield DecodeOutcome(req.tag, [], "budget", i, 0.0)
                         continue
+                    t0 = time.perf_counter()
                     active[i] = self._admit(req)
+                    with torch.inference_mode():   # the last step's logits are an inference tensor
+                        if logits is None:
+                            logits = torch.zeros(max(self.slots, MIN_ROWS), req.logits.shape[-1])
+                        logits[i].copy_(req.logits)  # the row a free slot had in the last step is unused
+                    self.admit_seconds += time.perf_counter() - t0
             if all(a is None for a in active):
                 return
+            assert logits is not None
+            chosen = self._pick(active, logits)
             feed: list[int] = [0] * self.slots
             for i, a in enumerate(active):
                 if a is None:
                     continue
-                token = self._next_token(a)
+                token = chosen[i]
+                a.tokens.append(token)
+                self.tokens_decoded += 1
                 reason = self._stop_reason(a, token)
                 if reason is not None:
                     active[i] = None
@@ -353,25 +396,39 @@ class BatchDecoder:
                     logits, joules = step_meter(step)
                 self.model_seconds += time.perf_counter() - t0
                 self.steps += 1
-                for i, a in enumerate(active):
-                    if a is not None:
-                        a.logits = logits[i]
-                        a.joules += joules / len(busy)
+                for a in busy:
+                    a.joules += joules / len(busy)
 
     def _admit(self, req: DecodeRequest) -> _Active:
         kv = SlotKV(req.cache, extra=req.budget)
         generator = torch.Generator().manual_seed(req.seed) if req.temperature > 0 and req.seed is not None else None
-        return _Active(req, kv, req.logits, generator, time.perf_counter())
+        return _Active(req, kv, generator, time.perf_counter())
 
-    def _next_token(self, a: _Active) -> int:
-        if a.request.keep_logits:
-            a.kept.append(a.logits.clone())
-        forced = a.request.forced
-        token = (forced[len(a.tokens)] if forced else
-                 self.engine.pick_next(a.logits, a.request.temperature, a.generator, a.tokens))
-        a.tokens.append(token)
-        self.tokens_decoded += 1
-        return token
+    def _pick(self, active: list[_Active | None], logits: torch.Tensor) -> list[int]:
+        """Each occupied slot's next token (forced, or picked from its row of `logits`, all rows at once)."""
+        t0 = time.perf_counter()
+        chosen = [0] * len(active)
+        picking: list[int] = []
+        for i, a in enumerate(active):
+            if a is None:
+                continue
+            if a.request.keep_logits:
+                a.kept.append(logits[i].clone())
+            forced = a.request.forced
+            if forced:
+                chosen[i] = forced[len(a.tokens)]
+            else:
+                picking.append(i)
+        if picking:
+            rows = logits if picking == list(range(logits.shape[0])) else \
+                logits.index_select(0, torch.tensor(picking, dtype=torch.long))
+            reqs = [active[i] for i in picking]
+            picks = self.engine.pick_tokens(rows, [a.request.temperature for a in reqs if a],
+                                            [a.generator for a in reqs if a], [a.tokens for a in reqs if a])
+            for i, token in zip(picking, picks, strict=True):
+                chosen[i] = token
+        self.pick_seconds += time.perf_counter() - t0
+        return chosen
 
     def _stop_reason(self, a: _Active, token: int) -> StopReason | None:
         forced = a.request.forced

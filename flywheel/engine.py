@@ -20,7 +20,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
-from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo
+from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo, sampling
 from flywheel.domain import canonical_json, json_sha256
 from flywheel.errors import InputError, ModelError
 
@@ -239,10 +239,13 @@ class Engine:
             logits = self.forward(piece, cache, keep=min(keep, len(piece)))
         return cache, logits
 
-    def pick_next(self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None,
-                  produced: Sequence[int]) -> int:
-        """The next token of a sequence that has produced `produced` so far (tests script it here)."""
-        return pick_token(logits, temperature, generator)
+    def pick_tokens(self, logits: torch.Tensor, temperatures: Sequence[float],
+                    generators: Sequence[torch.Generator | None], produced: Sequence[Sequence[int]]) -> list[int]:
+        """The next token of B sequences at once; row b has produced `produced[b]` so far.
+
+        logits: (B, vocab). The one place tokens are chosen (tests script a model by overriding it).
+        """
+        return sampling.pick_tokens(logits, temperatures, generators)
 
     def decode_one_token(self, cache: DynamicCache, token: int) -> torch.Tensor:
         """Append one token; returns next-token logits (vocab,)."""
@@ -255,7 +258,7 @@ class Engine:
         stop = stop or StopRule()
         produced: list[int] = []
         for _ in range(max_new):
-            token = self.pick_next(logits, temperature, generator, produced)
+            token = self.pick_tokens(logits[None], [temperature], [generator], [produced])[0]
             produced.append(token)
             yield token
             if token in self.eos_ids or stop.should_stop(self, produced):
@@ -276,10 +279,3 @@ class StopRule:
         text = engine.decode_text(produced)
         return "\n" in text and len(text.strip()) >= self.min_chars
 
-
-def pick_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> int:
-    """Greedy argmax, or a seeded sample from softmax(logits / temperature)."""
-    if temperature <= 0:
-        return int(torch.argmax(logits).item())
-    probs = torch.softmax(logits / temperature, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator).item())

@@ -68,10 +68,10 @@ class _Scripted(Engine):
 
     script = ""
 
-    def pick_next(self, logits: torch.Tensor, temperature: float, generator: torch.Generator | None,
-                  produced: Sequence[int]) -> int:
+    def pick_tokens(self, logits: torch.Tensor, temperatures: Sequence[float],
+                    generators: Sequence[torch.Generator | None], produced: Sequence[Sequence[int]]) -> list[int]:
         ids = self.encode(self.script, bos=False)
-        return ids[len(produced)] if len(produced) < len(ids) else next(iter(self.eos_ids))
+        return [ids[len(p)] if len(p) < len(ids) else next(iter(self.eos_ids)) for p in produced]
 
 
 def scripted(base: Engine, script: str) -> Engine:

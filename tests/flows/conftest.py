@@ -37,9 +37,9 @@ class ScriptedEngine(Engine):
 
     script = "9\nFinal answer: 9\n"
 
-    def pick_next(self, logits, temperature, generator, produced):  # type: ignore[no-untyped-def,override]
+    def pick_tokens(self, logits, temperatures, generators, produced):  # type: ignore[no-untyped-def,override]
         script = self.encode(self.script, bos=False)
-        return script[len(produced)] if len(produced) < len(script) else next(iter(self.eos_ids))
+        return [script[len(p)] if len(p) < len(script) else next(iter(self.eos_ids)) for p in produced]
 
 
 @pytest.fixture(scope="session")
