@@ -25,10 +25,14 @@ idempotent on unique keys and safe across processes. What follows from attempts 
 
 from __future__ import annotations
 
+import contextvars
 import gc
+import queue
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -50,13 +54,14 @@ from flows.tasks import (
     verify,
 )
 from flywheel import config
-from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, solve_many
 from flywheel.catalog import AttemptRecord, GraftRecord
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
 from flywheel.router import RouterConfig
-from verifiers import VerifierConfig
+from flywheel.timing import PhaseClock
+from verifiers import Verdict, VerifierConfig
 
 if TYPE_CHECKING:
     from prefect_dask import DaskTaskRunner
@@ -198,65 +203,164 @@ class FixedGrants(BudgetLedger):
 
 def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
              done: set[tuple[str, int]], solved: set[str], ledger: BudgetLedger,
-             on_problem: Callable[[str, float], None] | None = None) -> float:
+             on_problem: Callable[[str, float], None] | None = None, clock: PhaseClock | None = None) -> float:
     """Route, attempt, verify, deposit and record the pending attempts of `problems` on decode slots.
 
+    The phases, each a function of its own: `route_and_grant` (as a slot frees), the decode loop
+    (`solve_many`), and `_Finisher` (verify and record on a thread of their own, off the decode
+    loop's critical path; a deposit, which needs the model, back on this thread between steps).
     Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, tokens_per_s)`
-    is called as each problem's attempts are all finished (or it had nothing to do).
+    is called as each problem's attempts are all finished (or it had nothing to do); `clock`
+    collects where the time went.
     """
     eng, lib = env.engine(), env.open_library()
-    sampled = cfg.attempts > 1
+    clock = clock or PhaseClock()
     open_forks: dict[str, int] = {}
-    deposited: set[str] = set()
     rate = [0.0]
 
-    def jobs() -> Iterator[AttemptJob]:
-        for problem in problems:
-            pending = [k for k in range(cfg.attempts) if (problem.id, k) not in done]
-            if problem.id in solved or not pending:
-                if on_problem:
-                    on_problem(problem.id, rate[0])
-                continue
-            decision = route_problem(env, problem, cfg.no_graft, cfg.router.near_members)
-            recurrence = decision.kind == "exact"
-            if recurrence:
-                # The answer is in the graft: one greedy attempt (index 0) asks for it. Sampling it
-                # K times only adds wrong answers (measured: BENCHMARKS.md, "Held-out transfer").
-                pending = [k for k in pending if k == 0]
-                if not pending:
-                    if on_problem:
-                        on_problem(problem.id, rate[0])
-                    continue
-            attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled and not recurrence else None)
-                        for k in pending]
-            open_forks[problem.id] = len(attempts)
-            yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
-                             SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision)
+    def skipped(problem_id: str) -> None:
+        if on_problem:
+            on_problem(problem_id, rate[0])
 
     def speed(finished: int, tokens: int, per_s: float) -> None:
         rate[0] = per_s
 
+    jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=skipped)
     model_seconds = 0.0
+    finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
     with runtime.model_lock(eng):   # re-entrant: deposits below take it too
-        for job, k, result in solve_many(eng, lib, jobs(), slots=cfg.slots, meter=runtime.energy_meter(cfg.energy),
-                                         progress=speed):
-            problem, decision = job.problem, job.tag
-            model_seconds += result.wall_seconds
-            ledger.settle(granted=result.budget, used=result.decode_tokens)
-            verdict = verify(problem, result.answer, cfg.verifier)
-            if (verdict.equivalent and cfg.deposit and decision.kind != "exact" and problem.id not in deposited
-                    and problem.id not in solved):
-                deposit_own(env, problem, result, deposited_by, cfg.verifier)
-                deposited.add(problem.id)
-            if verdict.equivalent:
-                solved.add(problem.id)
-            record(env, AttemptRecord.from_result(result, verdict, run_id=run_id, problem_id=problem.id,
-                                                  attempt_index=k, route=decision),
-                   GraftRecord.tried_in(result))
-            open_forks[problem.id] -= 1
-            if open_forks[problem.id] == 0 and on_problem:
-                on_problem(problem.id, rate[0])
+        try:
+            for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots,
+                                             meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock):
+                model_seconds += result.wall_seconds
+                ledger.settle(granted=result.budget, used=result.decode_tokens)
+                finisher.submit(job, k, result)
+                finisher.deposit_ready()
+                open_forks[job.problem.id] -= 1
+                if open_forks[job.problem.id] == 0 and on_problem:
+                    on_problem(job.problem.id, rate[0])
+        finally:
+            finisher.close()
     return model_seconds
+
+
+def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done: set[tuple[str, int]],
+                    solved: set[str], ledger: BudgetLedger, *, clock: PhaseClock,
+                    skipped: Callable[[str], None]) -> Iterator[AttemptJob]:
+    """The pass's jobs, lazily: each pending problem routed and its attempts granted budgets as a slot frees.
+
+    A problem already solved, or with nothing pending, is `skipped`. An exact recurrence is asked
+    once, greedy (sampling it K times only adds wrong answers: BENCHMARKS.md, "Held-out transfer").
+    """
+    sampled = cfg.attempts > 1
+    for problem in problems:
+        pending = [k for k in range(cfg.attempts) if (problem.id, k) not in done]
+        if problem.id in solved or not pending:
+            skipped(problem.id)
+            continue
+        with clock.phase("route"):
+            decision = route_problem(env, problem, cfg.no_graft, cfg.router.near_members)
+        recurrence = decision.kind == "exact"
+        if recurrence:
+            pending = [k for k in pending if k == 0]
+            if not pending:
+                skipped(problem.id)
+                continue
+        attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled and not recurrence else None)
+                    for k in pending]
+        yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
+                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision)
+
+
+def _counting(jobs: Iterator[AttemptJob], open_forks: dict[str, int]) -> Iterator[AttemptJob]:
+    for job in jobs:
+        open_forks[job.problem.id] = len(job.attempts)
+        yield job
+
+
+class _Finisher:
+    """Verify and record each finished attempt on a thread of its own; deposit on the caller's.
+
+    Verification (a round trip to the verifier's worker process) and the catalog write (a Prefect
+    task) no longer stop the decode loop. A deposit prefills the solution on the model, so the
+    thread hands it back and the decode loop makes it between steps (`deposit_ready`), before
+    that attempt is recorded: a run killed between the two has the solution and resumes the
+    attempt, never the other way round. The first verified attempt of a problem (in finishing
+    order) is the one deposited. A failed write is raised on the caller's thread.
+    """
+
+    def __init__(self, env: Env, cfg: RunConfig, run_id: str, deposited_by: str, solved: set[str],
+                 clock: PhaseClock) -> None:
+        self.env, self.cfg, self.run_id, self.deposited_by, self.clock = env, cfg, run_id, deposited_by, clock
+        self.solved = solved
+        self.deposited: set[str] = set()
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flywheel-finish")
+        self.futures: list[Future[None]] = []
+        self.deposits: queue.SimpleQueue[tuple[AttemptJob, int, AttemptResult, Verdict]] = queue.SimpleQueue()
+
+    def submit(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
+        self._raise_failures()
+        ctx = contextvars.copy_context()   # Prefect's flow-run context follows the work onto the thread
+        self.futures.append(self.pool.submit(ctx.run, self._verify, job, k, result))
+
+    def _verify(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
+        problem, decision = job.problem, job.tag
+        with self.clock.phase("verify"):
+            verdict = verify(problem, result.answer, self.cfg.verifier)
+        with self.lock:
+            deposit = (verdict.equivalent and self.cfg.deposit and decision.kind != "exact"
+                       and problem.id not in self.deposited and problem.id not in self.solved)
+            if deposit:
+                self.deposited.add(problem.id)
+            if verdict.equivalent:
+                self.solved.add(problem.id)
+        if deposit:
+            self.deposits.put((job, k, result, verdict))
+        else:
+            self._record(job, k, result, verdict)
+
+    def _record(self, job: AttemptJob, k: int, result: AttemptResult, verdict: Verdict) -> None:
+        with self.clock.phase("record"):
+            record(self.env, AttemptRecord.from_result(result, verdict, run_id=self.run_id, problem_id=job.problem.id,
+                                                       attempt_index=k, route=job.tag),
+                   GraftRecord.tried_in(result))
+
+    def deposit_ready(self) -> None:
+        """Deposit what the thread found verified (on this, the model's, thread), then record those attempts."""
+        while True:
+            try:
+                job, k, result, verdict = self.deposits.get_nowait()
+            except queue.Empty:
+                return
+            with self.clock.phase("deposit"):
+                deposit_own(self.env, job.problem, result, self.deposited_by, self.cfg.verifier)
+            ctx = contextvars.copy_context()
+            self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, verdict))
+
+    def close(self) -> None:
+        """Wait for every verification and record (depositing as they ask); raise the first failure."""
+        try:
+            while self.futures:
+                finished, _ = wait(self.futures, timeout=0.05, return_when=FIRST_COMPLETED)
+                self.deposit_ready()
+                self.futures = [f for f in self.futures if f not in finished]
+                for f in finished:
+                    f.result()
+            self.deposit_ready()
+            if self.futures:
+                self.close()
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def _raise_failures(self) -> None:
+        still: list[Future[None]] = []
+        for f in self.futures:
+            if f.done():
+                f.result()
+            else:
+                still.append(f)
+        self.futures = still
 
 
 def _grant(ledger: BudgetLedger, problem_id: str, k: int) -> int:
@@ -269,6 +373,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     from prefect.runtime import flow_run
 
     started = time.perf_counter()
+    clock = PhaseClock()
     run_id = cfg.run_id or new_run_id()
     flow_run_id = str(flow_run.id) if flow_run.id else None
     env = run_env(cfg)
@@ -294,7 +399,8 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
         else:
             progress = _Progress(len(pset.problems))
             model_seconds = run_pass(env, cfg, run_id, deposited_by, pset.problems, done, solved,
-                                     BudgetLedger(cfg.budget, cfg.run_budget, spent), on_problem=progress)
+                                     BudgetLedger(cfg.budget, cfg.run_budget, spent), on_problem=progress,
+                                     clock=clock)
             workers = []
     except BaseException as err:
         # Not `running` forever: what was recorded stays, and `--run-id` resumes the rest.
@@ -305,7 +411,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     summary["skipped_rows"] = pset.skipped
     summary["timing"] = {"wall_seconds": time.perf_counter() - started, "model_seconds": model_seconds,
                          "task_runner": cfg.task_runner, "workers": workers,
-                         "schedule": schedule}
+                         "schedule": schedule, "breakdown": clock.snapshot()}
     return summary
 
 

@@ -156,9 +156,12 @@ def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int 
     return lib.route(eng, problem.text, members=near_members)
 
 
-@task(name="verify", **LOCAL)
 def verify(problem: Problem, answer: str | None, config: VerifierConfig | None = None) -> Verdict:
-    """Check the answer against the reference (or by substitution when there is none), under `config`."""
+    """Check the answer against the reference (or by substitution when there is none), under `config`.
+
+    A plain call, not a Prefect task: it has no side effect to track or retry, and a pass makes one
+    per attempt (the attempt's record, a task, carries the verdict).
+    """
     return problem.check(answer, config=config)
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from flywheel.engine import Engine
     from flywheel.library import Library
     from flywheel.problemsets import Problem
+    from flywheel.timing import PhaseClock
 
 _T = TypeVar("_T")
 #: Sampling temperature when attempts > 1 (attempt 0 of a single-attempt run is greedy).
@@ -210,14 +211,16 @@ class AttemptJob:
 
 def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJob], *,
                slots: int = DEFAULT_SLOTS, meter: EnergyMeter | None = None,
-               progress: DecodeProgress | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
+               progress: DecodeProgress | None = None,
+               clock: PhaseClock | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
     """Attempt every job's attempts on `slots` decode slots; yields (job, attempt index, result) as each ends.
 
     A job is prepared (graft + prefill) once, when its first attempt takes a slot, and its attempts
     fork that state. `jobs` is read lazily, so the caller may route the next problem after seeing
     earlier results (a solution deposited mid-pass can seed a later problem). With `meter`, each
     attempt carries its share of the energy: its prefill split over its forks, each decode step
-    split over the slots it served.
+    split over the slots it served. With `clock`, the seconds spent preparing (graft + prefill) and
+    in the decoder's steps, token picks and slot admissions are added to it as the run ends.
     """
     decoder = BatchDecoder(engine, slots)
     source: list[str] = []
@@ -236,21 +239,29 @@ def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJo
             live = any(budget > 0 for _, budget, _ in job.attempts)
             prepared, joules = metered(lambda job=job, live=live: prepare_attempt(  # type: ignore[misc]
                 engine, library, job.problem, route=job.route, artifact_sha=job.artifact_sha, prefill=live))
+            if clock is not None:
+                clock.add("prepare", prepared.seconds)
             share = len(job.attempts)
             for k, budget, seed in job.attempts:
                 ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules / share,
                                  prepared.seconds / share)
                 yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket)
 
-    for outcome in decoder.run(requests(), progress=progress, step_meter=metered if meter else None):
-        t: _Ticket = outcome.tag
-        result = finish_attempt(engine, t.prepared, outcome, budget=t.budget, seed=t.seed,
-                                temperature=t.job.temperature,
-                                wall_seconds=t.prepare_seconds + time.perf_counter() - t.admitted)
-        if meter is not None:
-            result = replace(result, energy_joules=t.prepare_joules + outcome.joules,
-                             energy_source=source[0] if source else None)
-        yield t.job, t.k, result
+    try:
+        for outcome in decoder.run(requests(), progress=progress, step_meter=metered if meter else None):
+            t: _Ticket = outcome.tag
+            result = finish_attempt(engine, t.prepared, outcome, budget=t.budget, seed=t.seed,
+                                    temperature=t.job.temperature,
+                                    wall_seconds=t.prepare_seconds + time.perf_counter() - t.admitted)
+            if meter is not None:
+                result = replace(result, energy_joules=t.prepare_joules + outcome.joules,
+                                 energy_source=source[0] if source else None)
+            yield t.job, t.k, result
+    finally:
+        if clock is not None:
+            clock.add("decode_step", decoder.model_seconds)
+            clock.add("pick_tokens", decoder.pick_seconds)
+            clock.add("admit_slots", decoder.admit_seconds)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,185 @@
+"""Pass throughput where users feel it: the decoder alone against a real `flywheel run`, one run, same problems.
+
+Setup: a fresh library seeded with one curated sibling per generated word-problem family (the
+near grafts a pass routes to, ~10 artifacts), then the same held-out problems twice:
+
+1. `decoder alone`: each problem routed and prepared exactly as a pass does (graft restore +
+   prompt prefill), all prepared up front, then its K sampled attempts (T = 0.7, the pass's
+   seeds) decoded on `--slots` slots by `BatchDecoder`. Decode tokens / decode wall: the decoder
+   at its own speed on real work (long grafted contexts, sampled).
+2. `real pass`: `flows.flywheel_run` on the same problems and library (Prefect flow on its
+   temporary server, routing, grafts, verification, deposits, catalog writes): decode tokens /
+   flow wall, and where the time went (`breakdown`, from the run's own phase clock).
+
+Also, on the same step logits: the sampler's cost per step, the previous one (softmax +
+multinomial per row) beside the batched one (`flywheel.sampling`).
+
+    .venv/bin/python bench/pass_throughput.py                       # 20 problems, K=4, budget 64, B=16 (< 5 min)
+    .venv/bin/python bench/pass_throughput.py --per-family 4 --slots 32 --json
+
+JSON keys: `decoder_tokens_per_s`, `pass_tokens_per_s`, `pass_efficiency` (their ratio),
+`breakdown` (seconds per phase of the pass), `decoder`, `pass`, `sampler`, `setup`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import torch  # noqa: E402
+
+from flywheel import config  # noqa: E402
+
+
+def seed_library(root: Path, model: str) -> dict[str, Any]:
+    """Deposit one curated sibling per family (the near grafts); returns what was deposited."""
+    from flows import runtime
+    from flows.demo import family_seeds
+    from flywheel.router import RouterConfig
+
+    eng = runtime.engine(model)
+    lib = runtime.library(str(root), config.database_url(root, None), RouterConfig())
+    start = time.perf_counter()
+    deps = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by="curator:bench")
+            for p in family_seeds()]
+    return {"artifacts": len(deps), "graft_tokens": [d.token_count for d in deps],
+            "seconds": time.perf_counter() - start}
+
+
+def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int, slots: int,
+                  seed: int) -> dict[str, Any]:
+    """Route and prepare every problem as a pass does, then decode all its sampled attempts on the slots."""
+    from flows import runtime
+    from flywheel.attempt import SAMPLE_TEMPERATURE, decode_request, prepare_attempt
+    from flywheel.decode import BatchDecoder
+    from flywheel.problemsets import load_problem_set
+    from flywheel.router import RouterConfig
+
+    eng = runtime.engine(model)
+    lib = runtime.library(str(root), config.database_url(root, None), RouterConfig())
+    problems = load_problem_set(spec).problems
+    start = time.perf_counter()
+    prepared = []
+    for p in problems:
+        decision = lib.route(eng, p.text, members=RouterConfig().near_members)
+        prepared.append(prepare_attempt(eng, lib, p, route=decision.kind, artifact_sha=decision.artifact_sha))
+    prepare_s = time.perf_counter() - start
+    requests = [decode_request(pa, budget, seed=seed + k, temperature=SAMPLE_TEMPERATURE, tag=(i, k))
+                for i, pa in enumerate(prepared) for k in range(attempts)]
+    decoder = BatchDecoder(eng, slots)
+    start = time.perf_counter()
+    outs = list(decoder.run(requests))
+    wall = time.perf_counter() - start
+    tokens = sum(len(o.tokens) for o in outs)
+    contexts = [pa.restored_tokens + pa.prefill_tokens for pa in prepared]
+    return {"problems": len(problems), "requests": len(requests), "decode_tokens": tokens, "decode_wall_s": wall,
+            "tokens_per_s": tokens / wall, "step_s": decoder.model_seconds, "pick_s": decoder.pick_seconds,
+            "admit_s": decoder.admit_seconds, "steps": decoder.steps, "prepare_s": prepare_s,
+            "grafted": sum(pa.grafted is not None for pa in prepared),
+            "context_tokens_median": statistics.median(contexts), "context_tokens_max": max(contexts)}
+
+
+def real_pass(root: Path, model: str, spec: str, attempts: int, budget: int, slots: int,
+              seed: int) -> dict[str, Any]:
+    """One `flywheel_run` flow over the same problems; its summary's timing and totals."""
+    from flows.run import RunConfig, flywheel_run
+
+    cfg = RunConfig(problems=spec, attempts=attempts, budget=budget, slots=slots, seed=seed, library=str(root),
+                    model=model)
+    start = time.perf_counter()
+    summary = flywheel_run(cfg)
+    wall = time.perf_counter() - start
+    tokens = summary["totals"]["decode_tokens"]
+    return {"decode_tokens": tokens, "wall_s": wall, "flow_wall_s": summary["timing"]["wall_seconds"],
+            "tokens_per_s": tokens / wall, "verified": summary["totals"]["verified"],
+            "problems": summary["totals"]["problems"], "breakdown": summary["timing"]["breakdown"],
+            "routes": sorted({r["route"] for r in summary["results"]})}
+
+
+def sampler_cost(model: str, slots: int, repeats: int = 5) -> dict[str, float]:
+    """Milliseconds per step to pick `slots` sampled tokens: per-row softmax + multinomial vs flywheel.sampling."""
+    from flows import runtime
+    from flywheel.sampling import pick_tokens
+
+    eng = runtime.engine(model)
+    _, logits = eng.prefill(eng.encode("Problem: a shop sells pens at 3 dollars each. How much do 7 pens cost?"))
+    rows = logits[-1].repeat(slots, 1) + torch.randn(slots, logits.shape[-1], generator=torch.Generator().manual_seed(0))
+    gens = [torch.Generator().manual_seed(i) for i in range(slots)]
+
+    def old() -> None:
+        for i in range(slots):
+            torch.multinomial(torch.softmax(rows[i] / 0.7, dim=-1), 1, generator=gens[i])
+
+    def new() -> None:
+        pick_tokens(rows, [0.7] * slots, gens)
+
+    def greedy() -> None:
+        pick_tokens(rows, [0.0] * slots, [None] * slots)
+
+    out = {}
+    for name, fn in (("softmax_multinomial_ms", old), ("batched_sampled_ms", new), ("batched_greedy_ms", greedy)):
+        fn()
+        t = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        out[name] = 1000 * (time.perf_counter() - t) / repeats
+    out["speedup"] = out["softmax_multinomial_ms"] / out["batched_sampled_ms"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=config.DEFAULT_MODEL)
+    ap.add_argument("--per-family", type=int, default=2, help="held-out problems per word family (10 families)")
+    ap.add_argument("--problem-seed", type=int, default=3)
+    ap.add_argument("--attempts", type=int, default=4)
+    ap.add_argument("--budget", type=int, default=64)
+    ap.add_argument("--slots", type=int, default=16)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    spec = f"gen:all?n={args.per_family}&seed={args.problem_seed}&split=heldout"
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="pass-bench-") as tmp:
+        root = Path(tmp) / "library"
+        setup = seed_library(root, args.model)
+        dec = decoder_alone(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED)
+        run = real_pass(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED)
+        sampler = sampler_cost(args.model, args.slots)
+    report = {"problems": spec, "attempts": args.attempts, "budget": args.budget, "slots": args.slots,
+              "model": args.model, "decoder_tokens_per_s": dec["tokens_per_s"], "pass_tokens_per_s": run["tokens_per_s"],
+              "pass_efficiency": run["tokens_per_s"] / dec["tokens_per_s"], "breakdown": run["breakdown"],
+              "decoder": dec, "pass": run, "sampler": sampler, "setup": setup,
+              "load_average_before": load, "load_average_after": os.getloadavg()[0]}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{spec}, K={args.attempts} sampled (T=0.7), budget {args.budget}, B={args.slots}, {args.model}")
+    print(f"library: {setup['artifacts']} near grafts; requests' context median {dec['context_tokens_median']:.0f} "
+          f"tokens (max {dec['context_tokens_max']}), {dec['grafted']}/{dec['problems']} problems grafted")
+    print(f"decoder alone : {dec['decode_tokens']:6d} decode tokens in {dec['decode_wall_s']:6.1f} s = "
+          f"{dec['tokens_per_s']:6.1f} tok/s (steps {dec['step_s']:.1f} s, picks {dec['pick_s']:.1f} s)")
+    print(f"real pass     : {run['decode_tokens']:6d} decode tokens in {run['wall_s']:6.1f} s = "
+          f"{run['tokens_per_s']:6.1f} tok/s, {run['verified']}/{run['problems']} verified")
+    print(f"pass efficiency: {report['pass_efficiency']:.2f}")
+    print("where the pass's time went (s; verify and record run beside the decode loop):")
+    for name, seconds in run["breakdown"].items():
+        print(f"  {name:12s} {seconds:8.2f}")
+    print(f"sampler per step of {args.slots} sampled rows: softmax+multinomial {sampler['softmax_multinomial_ms']:.1f} ms, "
+          f"batched {sampler['batched_sampled_ms']:.1f} ms ({sampler['speedup']:.1f}x); greedy {sampler['batched_greedy_ms']:.1f} ms")
+    print(f"load average: {load:.2f} before, {report['load_average_after']:.2f} after")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
