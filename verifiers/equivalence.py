@@ -414,7 +414,31 @@ def expr_equal(a: Any, b: Any, cfg: VerifierConfig) -> Outcome:
         return Outcome(True, "identical after parsing")
     if not (a.free_symbols or b.free_symbols):
         return _number_equal(a, b, cfg)
-    return _probe_equal(a, b, cfg)
+    o = _probe_equal(a, b, cfg)
+    if not o.equal and _complex_form(a, b):
+        ai, bi = a.xreplace({_I: sympy.I}), b.xreplace({_I: sympy.I})
+        o2 = _number_equal(sympy.expand(ai), sympy.expand(bi), cfg)
+        if o2.equal:
+            return Outcome(True, f"with i the imaginary unit: {o2.reason}")
+    return o
+
+
+_I = sympy.Symbol("i")
+
+
+def _complex_form(a: Any, b: Any) -> bool:
+    """Is `i` the imaginary unit here? When it is the only letter on both sides and one side is written
+    a + bi (degree 1 in i): then 1+2i and i(2-i) are one number. `i^2 + 1` (degree 2), an index, stays a symbol."""
+    if not (a.free_symbols <= {_I} and b.free_symbols <= {_I}):
+        return False
+    for e in (a, b):
+        try:
+            poly = sympy.Poly(e, _I)
+        except (sympy.PolynomialError, TypeError, ValueError):
+            continue
+        if poly.degree() == 1 and all(c.is_number and c.is_real for c in poly.all_coeffs()):
+            return True
+    return False
 
 
 def _number_equal(a: Any, b: Any, cfg: VerifierConfig) -> Outcome:
@@ -450,16 +474,29 @@ def _seed(a: Any, b: Any) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
+def _probe_value(kind: int, integer: bool, rng: random.Random) -> Any:
+    """One probe coordinate of a kind: 0 positive integer, 1 negative integer, 2 positive fraction,
+    3 negative fraction, 4 a fraction near zero (either sign), 5 a fraction just below 1 or just above -1.
+    Both signs and |v| < 1 are covered so that x and sqrt(x^2), |x| and x, or sqrt((x-1)^2) and x-1
+    (equal only where x, or x-1, is positive) disagree somewhere."""
+    if integer:  # n!, floor(n/2), C(n, 2): integers of both signs, and 0, 1
+        return sympy.Integer((rng.randint(2, 12), -rng.randint(1, 12), rng.randint(2, 12), -rng.randint(1, 12),
+                              rng.randint(0, 1), rng.randint(2, 12))[kind])
+    if kind in (0, 1):
+        v: Any = sympy.Integer(rng.randint(2, 12))
+    elif kind in (2, 3):
+        v = sympy.Rational(rng.randint(1, 4000), rng.randint(1, 997)) + sympy.Rational(1, 7)
+    elif kind == 4:
+        v = sympy.Rational(rng.randint(1, 96), 97 * rng.randint(1, 9))
+    else:
+        v = 1 - sympy.Rational(1, rng.randint(3, 29))
+    return -v if kind in (1, 3) or kind >= 4 and rng.random() < 0.5 else v
+
+
 def _probe_points(syms: list[Any], rng: random.Random, count: int) -> list[dict[Any, Any]]:
     points = []
     for k in range(count):
-        pt = {}
-        for s in syms:
-            if str(s) in _INTEGER_NAMES or k % 2 == 0:
-                pt[s] = sympy.Integer(rng.randint(2, 12))
-            else:
-                pt[s] = sympy.Rational(rng.randint(1, 4000), rng.randint(1, 997)) + sympy.Rational(1, 7)
-        points.append(pt)
+        points.append({s: _probe_value((k + j) % 6, str(s) in _INTEGER_NAMES, rng) for j, s in enumerate(syms)})
     return points
 
 
