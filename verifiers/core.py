@@ -17,10 +17,9 @@ from verifiers.quantities import Quantity, read_quantity
 from verifiers.types import MODES, ParseError, Verdict, VerifierConfig
 
 _YES_NO = re.compile(r"^\W*(yes|no)\b(?P<rest>.*)$", re.S)
-# After the word: the end, or punctuation that ends it ("No, because ..."), never another word ("no idea").
-_CLOSES = re.compile(r"^\s*(?:$|[,.;:!)]|\s-|\s*\u2014)")
-# Words that turn a yes/no into a hedge or both at once.
-_HEDGES = re.compile(r"\b(?:not sure|unsure|maybe|perhaps|idea|unknown|unclear|depends|know|both|either)\b")
+# Words that turn a yes/no into a hedge or a non-answer ("no idea", "yes, maybe").
+_HEDGES = re.compile(r"\b(?:not sure|unsure|maybe|perhaps|possibly|idea|clue|comment|answer|unknown|unclear|depends"
+                     r"|know|can't say|cannot say|cannot tell|can't tell)\b")
 
 
 def normalize_text(s: str) -> str:
@@ -47,8 +46,7 @@ def text_equal(cand: str, ref: str) -> Outcome:
     if r in ("yes", "no"):
         m = _YES_NO.match(" ".join(cand.lower().split()))
         other = re.compile(r"\bno\b" if r == "yes" else r"\byes\b")
-        if m and m.group(1) == r and _CLOSES.match(m.group("rest")) and not _HEDGES.search(m.group("rest")) \
-                and not other.search(m.group("rest")):
+        if m and m.group(1) == r and not _HEDGES.search(m.group("rest")) and not other.search(m.group("rest")):
             # "No, because ..." answers "No"; "no idea", "yes or no", "Yes, and no" do not
             return Outcome(True, f"answer starts with {r!r}")
     return Outcome(False, f"text {c[:40]!r} differs from {r[:40]!r}")
@@ -196,10 +194,12 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
             # unparsed math is never accepted by its words alone
             return Verdict("equivalent", t.reason, mode, cand, r, *shown)
         if pr is None and mode == "auto":
-            # the reference is prose: text decides between two texts; against mathematics ("12" for
-            # "twelve", "1/3" for "0.333...") there is no verdict, not a contradiction
+            # the reference is prose: text decides between two texts, and a Yes/No reference is answered
+            # only by that word; other text against mathematics ("12" for "twelve", "1/3" for
+            # "0.333...") gets no verdict, not a contradiction
             refused = rerr is not None and rerr.refused
-            results.append(Verdict("unparseable" if refused or pc is not None else "not_equivalent",
+            unread = pc is not None and normalize_text(r) not in ("yes", "no")
+            results.append(Verdict("unparseable" if refused or unread else "not_equivalent",
                                    f"reference is text ({rerr}); {t.reason}", mode, cand, r, *shown))
         elif pr is None:
             results.append(Verdict("unparseable", f"reference unparseable: {rerr}", mode, cand, r, *shown))

@@ -183,7 +183,7 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
     if r.kind == "set" and c.kind != "set" and len(r.value) == 1:
         return _cmp(c, r.value[0], cfg)
     if c.kind == "expr" and r.kind == "expr":
-        if _factors(r.value) >= 2 and _factors(c.value) < 2:
+        if _factors(r.value) >= 2 and _factors(c.value) < 2 and not _complex_form(c.value, r.value):
             # "factor x^4+x^2+1": the expanded polynomial restates the question, it does not answer it
             return Outcome(False, "the reference is a factorization; an unfactored form does not answer it")
         return expr_equal(c.value, r.value, cfg)
@@ -568,7 +568,33 @@ def rel_equal(a: Rel, b: Rel, cfg: VerifierConfig) -> Outcome:
         if isinstance(sa, sympy.FiniteSet) and isinstance(sb, sympy.FiniteSet):
             o = _set_equal(tuple(Node("expr", s) for s in sa), tuple(Node("expr", s) for s in sb), cfg)
             return Outcome(o.equal, "same solution set" if o.equal else f"solution sets differ: {o.reason}")
+    if op_a == "=" and len(syms) == 2:
+        explicit = _explicit_equal(a, b, cfg) or _explicit_equal(b, a, cfg)
+        if explicit is not None:
+            return explicit
     return Outcome(False, "relations are not proportional")
+
+
+def _explicit_equal(exp: Rel, imp: Rel, cfg: VerifierConfig) -> Outcome | None:
+    """`y = x/(2x-1)` against the implicit `1/x + 1/y = 2`: equal when the implicit relation, cleared of
+    denominators, is of degree 1 in y (one branch only: a circle against one half of it stays unequal),
+    no factor of it is free of y (x*y = 0 is not y = 0), and its one solution is the explicit right side. None when the pair is not of that shape."""
+    y = exp.lhs
+    if not isinstance(y, sympy.Symbol) or not isinstance(exp.rhs, sympy.Basic) or exp.rhs.has(y):
+        return None
+    try:
+        num, _ = sympy.fraction(sympy.together(as_expr(imp.lhs) - as_expr(imp.rhs)))
+        if not num.has(y) or not num.is_polynomial(y) or sympy.degree(num, y) != 1:
+            return None
+        coeff, const = num.coeff(y, 1), num.coeff(y, 0)
+        if sympy.gcd(coeff, const).free_symbols:
+            return None  # x*y = 0 is two lines, not y = 0
+        solved = -const / coeff
+    except (ParseError, TypeError, ValueError, ArithmeticError, sympy.PolynomialError):
+        return None
+    o = expr_equal(solved, exp.rhs, cfg)
+    return Outcome(True, f"the implicit relation is {y} = {_short(solved)}") if o.equal else \
+        Outcome(False, f"the implicit relation gives {y} = {_short(solved)}: {o.reason}")
 
 
 def _constant_ratio(da: Any, db: Any, cfg: VerifierConfig) -> Any:

@@ -168,7 +168,8 @@ _SEPARATORS = {",", ";", "and", "or"}
 # Words that mark prose: a string containing one is text, not mathematics.
 _PROSE = {"is", "are", "the", "no", "yes", "not", "all", "for", "of", "to", "in", "if", "so", "as",
           "at", "be", "by", "on", "we", "it", "an", "a_", "any", "odd", "even", "none", "such", "only",
-          "values", "value", "with", "that", "then", "where", "when", "each", "there", "has", "can"}
+          "values", "value", "with", "that", "then", "where", "when", "each", "there", "has", "can",
+          "one", "two", "six", "ten"}  # number words are words: "two" is not t*w*o
 
 
 class _Parser:
@@ -508,7 +509,11 @@ class _Parser:
         out: Any = sympy.S.One
         for ch in val[:-1]:
             out = out * _symbol(ch)
-        return out * self._subscripted(_symbol(val[-1]))
+        last = self._subscripted(_symbol(val[-1]))
+        while self.at("'"):  # QP' is Q times P'
+            self.next()
+            last = sympy.Symbol(f"{last}'")
+        return out * last
 
     def _subscripted(self, sym: Any) -> Any:
         if not self.at("_"):
