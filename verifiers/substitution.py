@@ -189,6 +189,12 @@ def _completeness(problem: str, eqs: list[Rel], unknowns: list[str], claims: lis
     if extra:
         return Verdict("unparseable", f"unverifiable: satisfies the equation; sympy finds {sorted(map(str, sols))} "
                        f"but the problem adds {extra.group()!r}", mode, ans, shown)
+    real = tuple(Node("expr", v) for v in sols if v.is_real)
+    if domain is sympy.S.Complexes and not re.search(r"\bcomplex\b", problem, re.I) and len(real) < len(sols) \
+            and _set_equal(tuple(Node("expr", c[unknowns[0]]) for c in claims), real, cfg).equal:
+        # "find x with x^3 = 8": 2 is the answer unless complex roots count, which the problem does not say
+        return Verdict("unparseable", "unverifiable: every real solution is claimed; the problem does not say "
+                       "whether complex ones count", mode, ans, shown)
     return Verdict("not_equivalent", f"satisfies but incomplete: sympy finds {sorted(map(str, sols))}", mode,
                    ans, shown)
 

@@ -32,6 +32,9 @@ CASES = [
     ("Find $x$ if $x^2 = 9$ and $x > 0$.", "3", "unparseable"),  # sympy's {-3, 3} is not the answer set
     ("How many real solutions does $t^2 = 16$ have?", "2", "unparseable"),
     ("t^2 = 16", "4", "unparseable"),  # nothing says what is asked
+    ("Find $x$ such that $x^3 = 27$.", "3", "unparseable"),  # real root: do complex ones count? not said
+    ("Find all complex $x$ such that $x^3 = 27$.", "3", "not_equivalent"),
+    ("Find all real $x$ such that $x^3 = 27$.", "3", "equivalent"),
 ]
 
 # The problem's condition fixes a variable, but the question asks for something else: substitution
