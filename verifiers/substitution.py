@@ -37,6 +37,8 @@ _CONDITION = re.compile(r"\s*(?:,(?![^()]*\))|\b(?:if|when|where|given|such that
 # Words that only say "the unknown(s)" around it.
 _FILLER = re.compile(r"\b(?:the|all|possible|values?|of|real|complex|integers?|numbers?|solutions?|roots?)\b",
                      re.I)
+# A problem that asks for every solution: only then is a missing one a contradiction.
+_ASKS_ALL = re.compile(r"\b(?:solve|all|every|solutions|roots)\b", re.I)
 # Conditions on the unknowns other than the equations: then sympy's solution set is not the answer's.
 _EXTRA_CONDITION = re.compile(r"[<>≤≥≠]|\\(?:le|ge|leq|geq|lt|gt|ne|neq|in)(?![A-Za-z])|\b(?:positive|negative|"
                               r"non-?negative|non-?positive|non-?zero|smallest|largest|least|greatest|maximum|"
@@ -177,18 +179,21 @@ def _completeness(problem: str, eqs: list[Rel], unknowns: list[str], claims: lis
     # the equation's own solution set is the answer only when nothing else restricts the unknown
     extra = _EXTRA_CONDITION.search(_MATH.sub(lambda m: " = " if "=" in m.group() and not
                                               _EXTRA_CONDITION.search(m.group()) else m.group(), problem))
+    unsure = f"the problem adds {extra.group()!r}" if extra else None
+    if unsure is None and not _ASKS_ALL.search(problem):
+        unsure = "the problem asks for a value, not for all of them"
     if not isinstance(sols, sympy.FiniteSet):
-        if extra:
-            return Verdict("unparseable", f"unverifiable: the solution set is infinite ({_short(sols)}) and the "
-                           f"problem adds {extra.group()!r}", mode, ans, shown)
+        if unsure:
+            return Verdict("unparseable", f"unverifiable: the solution set is infinite ({_short(sols)}) and {unsure}",
+                           mode, ans, shown)
         return Verdict("not_equivalent", f"{len(claims)} value(s) claimed but the solution set is infinite: {sols}",
                        mode, ans, shown)
     o = _set_equal(tuple(Node("expr", c[unknowns[0]]) for c in claims), tuple(Node("expr", s) for s in sols), cfg)
     if o.equal:
         return Verdict("equivalent", ok + f" and the set is complete ({len(sols)} solutions)", mode, ans, shown)
-    if extra:
+    if unsure:
         return Verdict("unparseable", f"unverifiable: satisfies the equation; sympy finds {sorted(map(str, sols))} "
-                       f"but the problem adds {extra.group()!r}", mode, ans, shown)
+                       f"but {unsure}", mode, ans, shown)
     real = tuple(Node("expr", v) for v in sols if v.is_real)
     if domain is sympy.S.Complexes and not re.search(r"\bcomplex\b", problem, re.I) and len(real) < len(sols) \
             and _set_equal(tuple(Node("expr", c[unknowns[0]]) for c in claims), real, cfg).equal:

@@ -33,6 +33,8 @@ CASES = [
     ("How many real solutions does $t^2 = 16$ have?", "2", "unparseable"),
     ("t^2 = 16", "4", "unparseable"),  # nothing says what is asked
     ("Find $x$ such that $x^3 = 27$.", "3", "unparseable"),  # real root: do complex ones count? not said
+    ("What is $x$ when $x^2 = 25$?", "5", "unparseable"),  # one value asked for, two exist: no verdict
+    ("Find all $x$ with $x^2 = 25$.", "5", "not_equivalent"),  # all asked for: -5 is missing
     ("Find all complex $x$ such that $x^3 = 27$.", "3", "not_equivalent"),
     ("Find all real $x$ such that $x^3 = 27$.", "3", "equivalent"),
 ]
