@@ -9,7 +9,8 @@ gives a verdict only when that is what the problem asks: "Solve ...", or a quest
 quantity is one of the equation's unknowns ("Find x", "what is $x$ if ..."). "If x = 3, what is
 x^2 + 1?" asks for something else: no verdict (`unparseable`, reason "unverifiable: ..."), never a
 contradiction of the right answer. Likewise a completeness shortfall is a contradiction only when
-the problem states no further condition (an inequality, "positive", "smallest", ...).
+the problem asks for all solutions, states no further condition (an inequality, "positive",
+"smallest", ...), and, where only the real roots are claimed, says that complex ones count.
 """
 
 from __future__ import annotations
