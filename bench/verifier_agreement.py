@@ -5,10 +5,13 @@ CHAMP's stored model conversations' final answers, with checks per second for bo
     .venv/bin/python bench/verifier_agreement.py                   # 0-Shot conversations of all 4 models
     .venv/bin/python bench/verifier_agreement.py --settings all    # all 18 prompt settings (slow)
     .venv/bin/python bench/verifier_agreement.py --only external   # the external table alone
+    .venv/bin/python bench/verifier_agreement.py --only classes    # the answer-class table alone (issue 22)
 
 The external cases live in tests/verifiers/data/math_verify_cases.json (data copied with attribution;
 `convention` marks a documented difference of convention, `truth` our judgement where Math-Verify's
-expected verdict is wrong). Math-Verify is a dev-only comparison (`pip install math-verify`); the
+expected verdict is wrong). The answer-class table (tests/verifiers/data/answer_classes.json, cases of
+our own per class of issue 22, near-misses included) is reported beside it, per class. Math-Verify is
+a dev-only comparison (`pip install math-verify`); the
 verifier never imports it.
 """
 
@@ -130,6 +133,40 @@ def external_table(cfg: VerifierConfig) -> list[tuple[dict[str, object], str, st
     return rows
 
 
+CLASSES = Path(__file__).resolve().parent.parent / "tests" / "verifiers" / "data" / "answer_classes.json"
+
+
+def classes_table(cfg: VerifierConfig) -> None:
+    """Both verifiers on our answer-class table: per class and overall agreement with the truth,
+    false accepts, false rejects, unparseable; checks/s."""
+    cases = json.loads(CLASSES.read_text())["cases"]
+    t0 = time.perf_counter()
+    ours = [check(c["candidate"], c["reference"], config=cfg).status for c in cases]
+    ours_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    theirs = [math_verify_external({"pred": f"${c['candidate']}$", "gold": f"${c['reference']}$"}) for c in cases]
+    theirs_s = time.perf_counter() - t0
+    print(f"Answer-class table: {len(cases)} cases of our own in {len({c['class'] for c in cases})} classes "
+          f"({sum(not c['equivalent'] for c in cases)} must be rejected)")
+    print(f"  {'class':22s} {'ours agree':>10s} {'fa':>3s} {'fr':>3s} {'unp':>4s}   {'M-V agree':>9s} {'fa':>3s} "
+          f"{'fr':>3s} {'n':>4s}")
+    groups = sorted({c["class"] for c in cases}, key=[c["class"] for c in cases].index)
+    for name in [*groups, "all"]:
+        idx = [i for i, c in enumerate(cases) if name in ("all", c["class"])]
+        truth = [bool(cases[i]["equivalent"]) for i in idx]
+        o = [ours[i] == "equivalent" for i in idx]
+        m = [theirs[i] == "equal" for i in idx]
+        unp = sum(ours[i] == "unparseable" for i in idx)
+
+        def stats(said: list[bool], truth: list[bool] = truth) -> tuple[float, int, int]:
+            return (sum(s == t for s, t in zip(said, truth, strict=True)) / len(truth),
+                    sum(s and not t for s, t in zip(said, truth, strict=True)),
+                    sum(t and not s for s, t in zip(said, truth, strict=True)))
+        (oa, ofa, ofr), (ma, mfa, mfr) = stats(o), stats(m)
+        print(f"  {name:22s} {oa:10.3f} {ofa:3d} {ofr:3d} {unp:4d}   {ma:9.3f} {mfa:3d} {mfr:3d} {len(idx):4d}")
+    print(f"  checks/s ours {len(cases) / ours_s:.1f} (worker), Math-Verify {len(cases) / theirs_s:.1f} (in process)")
+
+
 def math_verify_judge(text: str, reference: str) -> bool:
     from math_verify import parse, verify
 
@@ -145,14 +182,17 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=40, help="disagreements written out")
     ap.add_argument("--out", default="/tmp/verifiers_disagreements.jsonl")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", choices=("all", "external", "champ"), default="all")
+    ap.add_argument("--only", choices=("all", "external", "classes", "champ"), default="all")
     args = ap.parse_args()
     cfg = VerifierConfig()
     check("1", "1", config=cfg)  # start the worker outside the timed region
     if args.only in ("all", "external"):
         external_table(cfg)
         print()
-    if args.only == "external":
+    if args.only in ("all", "classes"):
+        classes_table(cfg)
+        print()
+    if args.only in ("external", "classes"):
         return
     ds = champ_dataset.load("v0")
 

@@ -68,7 +68,10 @@ def check_by_substitution(problem_text: str, candidate: str, *, config: Verifier
         config: bounds; as for `check`.
     Returns:
         `equivalent` when every value satisfies the equation and, where sympy can solve it, the
-        claimed set is complete; `not_equivalent` otherwise; `unparseable` when no equation is found.
+        claimed set is complete; `not_equivalent` when a value fails it, or one is missing from a
+        problem that asks for all; `unparseable` when no equation is found, and (reason
+        "unverifiable: ...") when the problem asks for something other than the equation's unknown
+        ("If x = 3, what is x^2 + 1?") or its conditions go beyond the equation.
 
     Example: `check_by_substitution("Solve x^2 - 5x + 6 = 0.", "x = 2 or x = 3").equivalent` -> True.
     """

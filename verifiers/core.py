@@ -16,7 +16,10 @@ from verifiers.parse import parse
 from verifiers.quantities import Quantity, read_quantity
 from verifiers.types import MODES, ParseError, Verdict, VerifierConfig
 
-_YES_NO = re.compile(r"^(yes|no)\b")
+_YES_NO = re.compile(r"^\W*(yes|no)\b(?P<rest>.*)$", re.S)
+# Words that turn a yes/no into a hedge or a non-answer ("no idea", "yes, maybe").
+_HEDGES = re.compile(r"\b(?:not sure|unsure|maybe|perhaps|possibly|idea|clue|comment|answer|unknown|unclear|depends"
+                     r"|know|can't say|cannot say|cannot tell|can't tell)\b")
 
 
 def normalize_text(s: str) -> str:
@@ -29,7 +32,8 @@ def normalize_text(s: str) -> str:
 
 
 def _same_text(s: object) -> str:
-    return " ".join(s.lower().split()).rstrip(".") if isinstance(s, str) else ""
+    # case counts: X and x, E and e are different symbols (prose still matches case-free in text_equal)
+    return " ".join(s.split()).rstrip(".") if isinstance(s, str) else ""
 
 
 def text_equal(cand: str, ref: str) -> Outcome:
@@ -40,10 +44,18 @@ def text_equal(cand: str, ref: str) -> Outcome:
     if c == r:
         return Outcome(True, "normalized text match")
     if r in ("yes", "no"):
-        m = _YES_NO.match(c)
-        if m and m.group(1) == r:
+        m = _YES_NO.match(" ".join(cand.lower().split()))
+        other = re.compile(r"\bno\b" if r == "yes" else r"\byes\b")
+        if m and m.group(1) == r and not _HEDGES.search(m.group("rest")) and not other.search(m.group("rest")):
+            # "No, because ..." answers "No"; "no idea", "yes or no", "Yes, and no" do not
             return Outcome(True, f"answer starts with {r!r}")
     return Outcome(False, f"text {c[:40]!r} differs from {r[:40]!r}")
+
+
+def _symbol_text(s: str) -> str:
+    """A choice letter or symbol as written: `\\text{}`, `$`, brackets and spaces dropped; case and primes kept."""
+    s = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", s)
+    return re.sub(r"[\s$(){}\[\].]", "", s)
 
 
 def _parse_answer(s: str, cfg: VerifierConfig) -> tuple[Any, Quantity]:
@@ -176,13 +188,18 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
                                    mode, cand, r, *shown))
             continue
         t = text_equal(cand, r)
-        if t.equal and mode == "auto" and (pr is None or isinstance(pr, sympy.Symbol)):
-            # prose, or a choice letter ("(C)" for "C"); unparsed math is never accepted by its words alone
+        if t.equal and mode == "auto" and (pr is None or isinstance(pr, sympy.Symbol)
+                                           and _symbol_text(cand) == _symbol_text(r)):
+            # prose, or a choice letter ("(C)" for "C", case and primes kept: E' is not E, X is not x);
+            # unparsed math is never accepted by its words alone
             return Verdict("equivalent", t.reason, mode, cand, r, *shown)
         if pr is None and mode == "auto":
-            # the reference is prose: text decides
+            # the reference is prose: text decides between two texts, and a Yes/No reference is answered
+            # only by that word; other text against mathematics ("12" for "twelve", "1/3" for
+            # "0.333...") gets no verdict, not a contradiction
             refused = rerr is not None and rerr.refused
-            results.append(Verdict("unparseable" if refused else "not_equivalent",
+            unread = pc is not None and normalize_text(r) not in ("yes", "no")
+            results.append(Verdict("unparseable" if refused or unread else "not_equivalent",
                                    f"reference is text ({rerr}); {t.reason}", mode, cand, r, *shown))
         elif pr is None:
             results.append(Verdict("unparseable", f"reference unparseable: {rerr}", mode, cand, r, *shown))

@@ -183,7 +183,7 @@ def _cmp(c: Node, r: Node, cfg: VerifierConfig) -> Outcome:
     if r.kind == "set" and c.kind != "set" and len(r.value) == 1:
         return _cmp(c, r.value[0], cfg)
     if c.kind == "expr" and r.kind == "expr":
-        if _factors(r.value) >= 2 and _factors(c.value) < 2:
+        if _factors(r.value) >= 2 and _factors(c.value) < 2 and not _complex_form(c.value, r.value):
             # "factor x^4+x^2+1": the expanded polynomial restates the question, it does not answer it
             return Outcome(False, "the reference is a factorization; an unfactored form does not answer it")
         return expr_equal(c.value, r.value, cfg)
@@ -414,7 +414,31 @@ def expr_equal(a: Any, b: Any, cfg: VerifierConfig) -> Outcome:
         return Outcome(True, "identical after parsing")
     if not (a.free_symbols or b.free_symbols):
         return _number_equal(a, b, cfg)
-    return _probe_equal(a, b, cfg)
+    o = _probe_equal(a, b, cfg)
+    if not o.equal and _complex_form(a, b):
+        ai, bi = a.xreplace({_I: sympy.I}), b.xreplace({_I: sympy.I})
+        o2 = _number_equal(sympy.expand(ai), sympy.expand(bi), cfg)
+        if o2.equal:
+            return Outcome(True, f"with i the imaginary unit: {o2.reason}")
+    return o
+
+
+_I = sympy.Symbol("i")
+
+
+def _complex_form(a: Any, b: Any) -> bool:
+    """Is `i` the imaginary unit here? When it is the only letter on both sides and one side is written
+    a + bi (degree 1 in i): then 1+2i and i(2-i) are one number. `i^2 + 1` (degree 2), an index, stays a symbol."""
+    if not (a.free_symbols <= {_I} and b.free_symbols <= {_I}):
+        return False
+    for e in (a, b):
+        try:
+            poly = sympy.Poly(e, _I)
+        except (sympy.PolynomialError, TypeError, ValueError):
+            continue
+        if poly.degree() == 1 and all(c.is_number and c.is_real for c in poly.all_coeffs()):
+            return True
+    return False
 
 
 def _number_equal(a: Any, b: Any, cfg: VerifierConfig) -> Outcome:
@@ -450,16 +474,29 @@ def _seed(a: Any, b: Any) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
+def _probe_value(kind: int, integer: bool, rng: random.Random) -> Any:
+    """One probe coordinate of a kind: 0 positive integer, 1 negative integer, 2 positive fraction,
+    3 negative fraction, 4 a fraction near zero (either sign), 5 a fraction just below 1 or just above -1.
+    Both signs and |v| < 1 are covered so that x and sqrt(x^2), |x| and x, or sqrt((x-1)^2) and x-1
+    (equal only where x, or x-1, is positive) disagree somewhere."""
+    if integer:  # n!, floor(n/2), C(n, 2): integers of both signs, and 0, 1
+        return sympy.Integer((rng.randint(2, 12), -rng.randint(1, 12), rng.randint(2, 12), -rng.randint(1, 12),
+                              rng.randint(0, 1), rng.randint(2, 12))[kind])
+    if kind in (0, 1):
+        v: Any = sympy.Integer(rng.randint(2, 12))
+    elif kind in (2, 3):
+        v = sympy.Rational(rng.randint(1, 4000), rng.randint(1, 997)) + sympy.Rational(1, 7)
+    elif kind == 4:
+        v = sympy.Rational(rng.randint(1, 96), 97 * rng.randint(1, 9))
+    else:
+        v = 1 - sympy.Rational(1, rng.randint(3, 29))
+    return -v if kind in (1, 3) or kind >= 4 and rng.random() < 0.5 else v
+
+
 def _probe_points(syms: list[Any], rng: random.Random, count: int) -> list[dict[Any, Any]]:
     points = []
     for k in range(count):
-        pt = {}
-        for s in syms:
-            if str(s) in _INTEGER_NAMES or k % 2 == 0:
-                pt[s] = sympy.Integer(rng.randint(2, 12))
-            else:
-                pt[s] = sympy.Rational(rng.randint(1, 4000), rng.randint(1, 997)) + sympy.Rational(1, 7)
-        points.append(pt)
+        points.append({s: _probe_value((k + j) % 6, str(s) in _INTEGER_NAMES, rng) for j, s in enumerate(syms)})
     return points
 
 
@@ -531,7 +568,33 @@ def rel_equal(a: Rel, b: Rel, cfg: VerifierConfig) -> Outcome:
         if isinstance(sa, sympy.FiniteSet) and isinstance(sb, sympy.FiniteSet):
             o = _set_equal(tuple(Node("expr", s) for s in sa), tuple(Node("expr", s) for s in sb), cfg)
             return Outcome(o.equal, "same solution set" if o.equal else f"solution sets differ: {o.reason}")
+    if op_a == "=" and len(syms) == 2:
+        explicit = _explicit_equal(a, b, cfg) or _explicit_equal(b, a, cfg)
+        if explicit is not None:
+            return explicit
     return Outcome(False, "relations are not proportional")
+
+
+def _explicit_equal(exp: Rel, imp: Rel, cfg: VerifierConfig) -> Outcome | None:
+    """`y = x/(2x-1)` against the implicit `1/x + 1/y = 2`: equal when the implicit relation, cleared of
+    denominators, is of degree 1 in y (one branch only: a circle against one half of it stays unequal),
+    no factor of it is free of y (x*y = 0 is not y = 0), and its one solution is the explicit right side. None when the pair is not of that shape."""
+    y = exp.lhs
+    if not isinstance(y, sympy.Symbol) or not isinstance(exp.rhs, sympy.Basic) or exp.rhs.has(y):
+        return None
+    try:
+        num, _ = sympy.fraction(sympy.together(as_expr(imp.lhs) - as_expr(imp.rhs)))
+        if not num.has(y) or not num.is_polynomial(y) or sympy.degree(num, y) != 1:
+            return None
+        coeff, const = num.coeff(y, 1), num.coeff(y, 0)
+        if sympy.gcd(coeff, const).free_symbols:
+            return None  # x*y = 0 is two lines, not y = 0
+        solved = -const / coeff
+    except (ParseError, TypeError, ValueError, ArithmeticError, sympy.PolynomialError):
+        return None
+    o = expr_equal(solved, exp.rhs, cfg)
+    return Outcome(True, f"the implicit relation is {y} = {_short(solved)}") if o.equal else \
+        Outcome(False, f"the implicit relation gives {y} = {_short(solved)}: {o.reason}")
 
 
 def _constant_ratio(da: Any, db: Any, cfg: VerifierConfig) -> Any:

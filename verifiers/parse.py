@@ -63,10 +63,17 @@ _UNICODE = {
 }
 _DROP = re.compile(
     r"\\(?:left|right|big|Big|bigg|Bigg|bigl|bigr|Bigl|Bigr|displaystyle|textstyle|limits)(?![A-Za-z])"
-    r"|(?<!\\)\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\$|\\\[|\\\]|\\\(|\\\)|\{,\}|\^\{?\\circ\}?|°"
+    r"|(?<!\\)\\[,;:! ]|\\q?quad(?![A-Za-z])|~|\$|\\\[|\\\]|\\\(|\\\)|\{,\}"
 )
+# A degree sign: kept as a mark, since inside sin/cos/tan it converts to radians (sin 30° is 1/2)
+_DEGREE = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°")
+# A mixed number: 2\frac{1}{4} is 9/4, not 2/4 (a digit run, then a proper fraction of digits)
+_MIXED = re.compile(r"(?<![\d.^_}A-Za-z\\])(?<![\^_]\{)(\d+)\s*\\frac(?:\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}|(\d)(\d)(?!\d))")
+# ... and, as a whole answer, 3128 1/2
+_MIXED_PLAIN = re.compile(r"^([-+]?)\s*(\d+)\s+(\d+)\s*/\s*(\d+)$")
 _TOKEN = re.compile(
     r"(?P<ws>\s+)"
+    r"|(?P<sci>\d+(?:\.\d+)?[eE]\+?\d+(?![\w.])|\d+\.\d+[eE]-\d+(?![\w.]))"
     r"|(?P<num>[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?(?![\d.,])|\d+(?:\.\d+)?(?![\d.])|\d+\.(?![\d.])|\.\d+)"
     r"|(?P<cmd>\\[A-Za-z]+|\\[{}|%\\&])"
     r"|(?P<name>[A-Za-z]+)"
@@ -85,9 +92,21 @@ def normalize(text: str) -> str:
     text = _GROUP_SEP.sub(",", text)
     text = re.sub(r"\\(q?quad)(?=[A-Za-z])", r"\\\1 ", text)  # ,\quadx_2 in answer keys: \quad then x_2
     text = re.sub(r"\\[dtc]frac(?![A-Za-z])", r"\\frac", text)
+    # Minerva shorthand: \fracab is \frac{a}{b}, \sqrta is \sqrt{a}
+    text = re.sub(r"\\[dtc]?frac([A-Za-z])([A-Za-z0-9])", r"\\frac{\1}{\2}", text)
+    text = re.sub(r"\\sqrt([A-Za-z])", r"\\sqrt{\1}", text)
+    text = _DEGREE.sub(r" \\degreemark ", text)
+    text = _MIXED.sub(_mixed, text)
     text = text.replace("\\$", " ")  # an escaped dollar sign is a currency mark, not math
     text = re.sub(r"\\(?:math)?(?:left|right)?[.](?=\s|$)", " ", text)
     return _DROP.sub(" ", text).strip()
+
+
+def _mixed(m: re.Match[str]) -> str:
+    whole, num, den = m.group(1), m.group(2) or m.group(4), m.group(3) or m.group(5)
+    if not 0 < int(num) < int(den):
+        return m.group()  # 2\frac{5}{4} is not a mixed number: left as the product it is written as
+    return f"({whole}+\\frac{{{num}}}{{{den}}})"
 
 
 def tokenize(text: str) -> list[tuple[str, str]]:
@@ -126,6 +145,8 @@ def tokenize(text: str) -> list[tuple[str, str]]:
 
 # --- vocabulary -----------------------------------------------------------------------------------
 
+_INVERSE = {"sin": sympy.asin, "cos": sympy.acos, "tan": sympy.atan, "cot": sympy.acot, "sec": sympy.asec,
+            "csc": sympy.acsc}  # \sin^{-1} x is arcsin x, not 1/sin x
 _FUNCS: dict[str, Any] = {
     "sqrt": sympy.sqrt, "sin": sympy.sin, "cos": sympy.cos, "tan": sympy.tan, "cot": sympy.cot,
     "sec": sympy.sec, "csc": sympy.csc, "arcsin": sympy.asin, "arccos": sympy.acos, "arctan": sympy.atan,
@@ -147,7 +168,8 @@ _SEPARATORS = {",", ";", "and", "or"}
 # Words that mark prose: a string containing one is text, not mathematics.
 _PROSE = {"is", "are", "the", "no", "yes", "not", "all", "for", "of", "to", "in", "if", "so", "as",
           "at", "be", "by", "on", "we", "it", "an", "a_", "any", "odd", "even", "none", "such", "only",
-          "values", "value", "with", "that", "then", "where", "when", "each", "there", "has", "can"}
+          "values", "value", "with", "that", "then", "where", "when", "each", "there", "has", "can",
+          "one", "two", "six", "ten"}  # number words are words: "two" is not t*w*o
 
 
 class _Parser:
@@ -157,6 +179,7 @@ class _Parser:
         self.cfg = cfg
         self.depth = 0
         self.pm = 0
+        self.trig = 0  # > 0 inside the argument of sin/cos/...: a degree mark converts to radians
 
     # -- token helpers
     def peek(self, k: int = 0) -> tuple[str, str]:
@@ -332,8 +355,14 @@ class _Parser:
             elif self.at("%", r"\%"):
                 self.next()
                 v = as_expr(v) / 100
+            elif self.at(r"\degreemark"):
+                self.next()
+                v = as_expr(v) * sympy.pi / 180 if self.trig else v
             elif self.at("'"):
-                raise ParseError("primes/derivatives are not supported")
+                if not isinstance(v, sympy.Symbol) or str(v).startswith("_pm"):
+                    raise ParseError("primes/derivatives are not supported")
+                self.next()
+                v = sympy.Symbol(f"{v}'")  # E' is its own symbol, never E
             else:
                 return v
 
@@ -387,7 +416,11 @@ class _Parser:
     def _atom(self) -> Any:
         kind, val = self.next()
         if kind == "num":
-            return _number(val)
+            return self._base_numeral(val) if self.at("_") else _number(val)
+        if kind == "sci":
+            return self._scientific(val)
+        if kind == "fname":
+            return sympy.Symbol(val)
         if kind == "name":
             return self._name(val)
         if kind == "wordy":
@@ -415,6 +448,27 @@ class _Parser:
             self.expect("|")
             return sympy.Abs(as_expr(inner))
         raise ParseError(f"unexpected {val or 'end of input'!r}")
+
+    def _base_numeral(self, digits: str) -> Any:
+        """`4210_7` / `4210_{7}`: a numeral written in base 7, kept as written (it answers "in base 7")."""
+        self.next()
+        if self.at("{"):
+            self.next()
+            kind, base = self.next()
+            self.expect("}")
+        else:
+            kind, base = self.next()
+        if kind != "num" or not base.isdigit() or not 2 <= int(base) <= 36 or not digits.isdigit():
+            raise ParseError(f"bad base subscript on {digits}")
+        if any(int(d) >= int(base) for d in digits):
+            raise ParseError(f"{digits} is not a numeral in base {base}")
+        return sympy.Symbol(f"{digits.lstrip('0') or '0'}_{int(base)}")
+
+    def _scientific(self, val: str) -> Any:
+        mantissa, _, exp = val.lower().partition("e")
+        if abs(int(exp)) > self.cfg.max_exponent:
+            raise ParseError(f"exponent {exp} exceeds {self.cfg.max_exponent}", refused=True)
+        return _number(mantissa) * sympy.Integer(10) ** int(exp)
 
     def _wordy(self) -> Any:
         self.expect("{")
@@ -455,7 +509,11 @@ class _Parser:
         out: Any = sympy.S.One
         for ch in val[:-1]:
             out = out * _symbol(ch)
-        return out * self._subscripted(_symbol(val[-1]))
+        last = self._subscripted(_symbol(val[-1]))
+        while self.at("'"):  # QP' is Q times P'
+            self.next()
+            last = sympy.Symbol(f"{last}'")
+        return out * last
 
     def _subscripted(self, sym: Any) -> Any:
         if not self.at("_"):
@@ -498,13 +556,19 @@ class _Parser:
             self.expect("]")
             arg = as_expr(self._arg())
             return sympy.root(arg, index)
-        if self.at("("):
-            args = self._call_args()
-        elif self.at("{"):
-            args = [as_expr(self.parse_group())]
-        else:
-            args = [as_expr(self.parse_power())]
         fn = _FUNCS[name]
+        if power == -1 and name in _INVERSE:
+            fn, power = _INVERSE[name], None
+        self.trig += name in _INVERSE
+        try:
+            if self.at("("):
+                args = self._call_args()
+            elif self.at("{"):
+                args = [as_expr(self.parse_group())]
+            else:
+                args = [as_expr(self.parse_power())]
+        finally:
+            self.trig -= name in _INVERSE
         if name in ("gcd", "lcm", "max", "min"):
             if len(args) < 2:
                 raise ParseError(f"{name} needs two arguments")
@@ -562,6 +626,15 @@ class _Parser:
             items = self.parse_list((r"\}",))
             self.expect(r"\}")
             return SetOf(tuple(items))
+        if name == "mathbb":
+            self.expect("{")
+            letter = self.next()[1]
+            self.expect("}")
+            if letter != "R":
+                raise ParseError(f"unsupported set \\mathbb{{{letter}}}")
+            return sympy.Interval(-sympy.oo, sympy.oo)
+        if name == "degreemark":
+            raise ParseError("a degree sign with no number")
         if name in ("emptyset", "varnothing"):
             return SetOf(())
         if name == "begin":
@@ -682,6 +755,25 @@ def _div(a: Any, b: Any) -> Any:
     return a / b
 
 
+def _function_name(tokens: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`f(x) = 2x + 3`: a function's name and arguments opening an equation are one name, `f(x)`,
+    so the answer is an assignment of 2x + 3 (not the relation f*x = 2x + 3)."""
+    if len(tokens) < 5 or tokens[0][0] != "name" or len(tokens[0][1]) != 1 or tokens[1] != ("op", "("):
+        return tokens
+    args: list[str] = []
+    j = 2
+    while j + 1 < len(tokens) and tokens[j][0] == "name" and len(tokens[j][1]) == 1:
+        args.append(tokens[j][1])
+        if tokens[j + 1] != ("op", ","):
+            break
+        j += 2
+    f = tokens[0][1]
+    if not args or j + 2 >= len(tokens) or tokens[j + 1] != ("op", ")") or tokens[j + 2] != ("op", "=") \
+            or f in args or ("name", f) in tokens[j + 3:] or ("op", "=") in tokens[j + 3:]:
+        return tokens
+    return [("fname", f"{f}({','.join(args)})"), *tokens[j + 2:]]
+
+
 def parse(text: str, config: VerifierConfig | None = None) -> Any:
     """Parse one answer string into sympy objects and the structures above.
 
@@ -702,7 +794,10 @@ def parse(text: str, config: VerifierConfig | None = None) -> Any:
     if not norm:
         raise ParseError("empty answer")
     norm = re.sub(r"\.\s*$", "", norm) if not re.search(r"\d\.$", norm) else norm[:-1]
-    tokens = tokenize(norm)
+    mixed = _MIXED_PLAIN.match(norm)
+    if mixed and 0 < int(mixed.group(3)) < int(mixed.group(4)):
+        norm = f"{mixed.group(1)}({mixed.group(2)}+{mixed.group(3)}/{mixed.group(4)})"
+    tokens = _function_name(tokenize(norm))
     if not tokens:
         raise ParseError("empty answer")
     try:

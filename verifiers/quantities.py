@@ -19,6 +19,8 @@ _NOT_UNITS = {"and", "or", "the", "is", "are", "for", "with", "not", "pi", "sqrt
               "ln", "exp", "choose", "mod", "cup", "cap", "infty", "frac", "dfrac", "tfrac", "cdot", "times",
               "quad", "qquad", "text", "left", "right", "only", "all", "none", "both", "each", "values",
               "value", "solution", "solutions", "answer", "when", "where", "if", "then", "than", "of", "to"}
+# Scale words multiply, they are not units: 3 million is 3000000, never 3.
+_SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
 _PERCENT_WORDS = {"percent", "percents", "percentage", "pct", "per cent"}
 _ALIASES = {"kilometer": "km", "kilometre": "km", "meter": "m", "metre": "m", "centimeter": "cm",
             "centimetre": "cm", "millimeter": "mm", "millimetre": "mm", "gram": "g", "kilogram": "kg",
@@ -86,8 +88,18 @@ def read_quantity(answer: str) -> Quantity:
         return Quantity(f"{m.group(1)}0.{m.group(2)}", decimal_comma=True)
     m = _QUANTITY.match(answer)
     if m and re.search(r"\d", m.group("num")):
-        unit = _unit(m.group("wrapped") or m.group("plain"), m.group("power"))
+        phrase = m.group("wrapped") or m.group("plain")
         num = m.group("num").strip()
+        words = phrase.split()
+        scale = _SCALES.get(words[0].lower().rstrip("s"))
+        if scale is not None:
+            num = f"({num})\\cdot 10^{{{scale}}}"
+            if len(words) == 1 and not m.group("power"):
+                return Quantity(num, None, percent=bool(_PERCENT_SIGN.search(m.group("num").strip())))
+            phrase = " ".join(words[1:]) if len(words) > 1 else ""
+            if not phrase:
+                return Quantity(answer, None)  # "3 million^2": not a quantity we read
+        unit = _unit(phrase, m.group("power"))
         if unit == "%":
             return Quantity(num + r"\%", None, percent=True)
         if unit is not None:

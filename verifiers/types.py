@@ -2,13 +2,37 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 Mode = Literal["auto", "integer", "aime", "number", "expression", "set", "interval", "equation", "text"]
 Status = Literal["equivalent", "not_equivalent", "unparseable", "timeout"]
 
 MODES: tuple[str, ...] = ("auto", "integer", "aime", "number", "expression", "set", "interval", "equation", "text")
+
+#: Largest relative tolerance: 1% (100 and 101 agree; 1 and 1,000,000 never do).
+MAX_TOLERANCE = 0.01
+#: Longest wall clock for one check, in seconds.
+MAX_TIMEOUT_S = 600.0
+
+
+def tolerance_problem(value: float | None) -> str | None:
+    """Why `value` is not a usable relative tolerance (None when it is, or when it is None: exact)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= MAX_TOLERANCE:
+        return f"tolerance {value!r} is not a relative tolerance between 0 and {MAX_TOLERANCE:g}"
+    return None
+
+
+def timeout_problem(value: float) -> str | None:
+    """Why `value` is not a usable wall-clock limit in seconds (None when it is)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= MAX_TIMEOUT_S:
+        return f"timeout {value!r} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -31,6 +55,15 @@ class VerifierConfig:
     probes: int = 8  # randomized numeric probes for symbolic expressions
     last_number_fallback: bool = False  # extraction: use the last number in prose (off: never guess)
     workers: int = 2  # worker processes shared by all threads of this process
+
+    def __post_init__(self) -> None:
+        why = tolerance_problem(self.tolerance) or timeout_problem(self.timeout_s)
+        if why:
+            raise ValueError(why)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{f.name} {value!r} is not a whole number >= 0")
 
     def to_dict(self) -> dict[str, object]:
         """Plain dict (JSON-safe) form, used to cross the process boundary."""

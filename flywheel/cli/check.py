@@ -7,10 +7,24 @@ import sys
 
 import click
 
-from verifiers.types import MODES, VerifierConfig
+from verifiers.types import MODES, VerifierConfig, timeout_problem, tolerance_problem
 
 _EXIT = {"equivalent": 0, "not_equivalent": 1, "unparseable": 2, "timeout": 2}
 _DEFAULT = VerifierConfig()
+
+
+def _tolerance(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    why = tolerance_problem(value)
+    if why:
+        raise click.BadParameter(why)
+    return value
+
+
+def _timeout(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    why = timeout_problem(value)
+    if why:
+        raise click.BadParameter(why)
+    return value
 
 
 @click.command("check")
@@ -18,10 +32,10 @@ _DEFAULT = VerifierConfig()
 @click.argument("reference")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="Kind of answer; auto infers it.")
-@click.option("--tolerance", type=float, default=_DEFAULT.tolerance,
-              help="Relative tolerance for numbers (default: exact, so 0.333 is not 1/3).")
+@click.option("--tolerance", type=float, default=_DEFAULT.tolerance, callback=_tolerance,
+              help="Relative tolerance for numbers, 0 to 0.01 (default: exact, so 0.333 is not 1/3).")
 @click.option("--timeout", "timeout_s", type=float, default=_DEFAULT.timeout_s, show_default=True,
-              help="Wall-clock seconds for the check.")
+              callback=_timeout, help="Wall-clock seconds for the check (above 0, at most 600).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: status, equivalent, reason, mode.")
 def check(candidate: str, reference: str, mode: str, tolerance: float | None, timeout_s: float,
           as_json: bool) -> None:

@@ -21,6 +21,11 @@ from flywheel.cli.check import check
     (["(0, 1]", "(0, 1)", "--mode", "interval"], 1),
     (["0.333", "1/3"], 1),
     (["0.333", "1/3", "--tolerance", "0.01"], 0),
+    (["yes or no", "yes"], 1),
+    (["yes and no", "yes"], 1),
+    (["no idea", "no"], 1),
+    (["12", "twelve"], 2),
+    (["1/3", "0.333..."], 2),
 ])
 def test_exit_codes(args: list[str], code: int) -> None:
     result = CliRunner().invoke(check, args)
@@ -49,3 +54,14 @@ def test_real_console_command() -> None:
                          timeout=120)
     assert out.returncode == 1, out.stderr
     assert json.loads(out.stdout)["status"] == "not_equivalent"
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--tolerance", "inf"), ("--tolerance", "1e300"), ("--tolerance", "2"), ("--tolerance", "nan"),
+    ("--tolerance", "-0.5"), ("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--timeout", "inf"),
+])
+def test_out_of_bounds_options_are_a_clear_usage_error(option: str, value: str) -> None:
+    result = CliRunner().invoke(check, ["1", "1000000", option, value])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in result.output and "Traceback" not in result.output
+    assert "equivalent" not in result.output  # refused before any check ran
