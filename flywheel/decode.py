@@ -15,8 +15,9 @@ Why this is exact per slot (the schedule the rest of the project relies on):
 * Each slot owns preallocated key/value buffers. A sliding-window layer attends to the last
   `window` entries, which is what `DynamicSlidingWindowLayer` hands to attention.
 
-The schedule a slot's bits depend on is `DecodeSchedule` (kernel path, dtype, and for sampled
-requests the sampler; the slot count is recorded but does not change them); it is recorded with
+The schedule a slot's bits depend on is `DecodeSchedule` (kernel path, dtype, for sampled
+requests the sampler, and whether the calculator may force tokens; the slot count is recorded but
+does not change them); it is recorded with
 every run and with `verify-graft --slots`, and a run is never resumed under another.
 
 Between steps, the next token of every slot is chosen at once (`Engine.pick_tokens`, see
@@ -42,7 +43,7 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicSlidingWindowLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from flywheel import config
+from flywheel import calculator, config
 from flywheel.engine import StopRule
 from flywheel.errors import InputError
 from flywheel.sampling import SAMPLER
@@ -56,6 +57,8 @@ SLOT_ATTENTION = "flywheel_slots"
 KERNEL_PATH = "slots-v1:onednn-linear+per-slot-sdpa"
 #: Rows every step runs at least: oneDNN takes a different (GEMV) path for a single row.
 MIN_ROWS = 2
+#: Tokens of a slot's tail the calculator reads for `expression =` (longer than any expression it computes).
+CALCULATOR_TAIL = 48
 #: Default slot count on this 2-core machine: measured in bench/throughput.py (BENCHMARKS.md).
 DEFAULT_SLOTS = 16
 
@@ -74,12 +77,14 @@ class DecodeSchedule:
     kernel: str = KERNEL_PATH
     dtype: str = config.DEFAULT_DTYPE
     sampler: str = SAMPLER
+    calculator: str | None = None   # `flywheel.calculator.CALCULATOR` when attempts may hand it arithmetic
 
     #: The fields a run must share with its recorded schedule to be resumed.
-    RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler")
+    RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler", "calculator")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype, "sampler": self.sampler}
+        return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype, "sampler": self.sampler,
+                "calculator": self.calculator}
 
 
 @dataclass
@@ -99,6 +104,7 @@ class DecodeRequest:
     tag: Any = None                # the caller's handle, returned with the outcome
     keep_logits: bool = False      # keep every step's logits (exactness checks)
     forced: list[int] | None = None  # feed these tokens instead of picking (teacher forcing)
+    calculator: bool = False       # exact arithmetic: after `expression =`, feed the result (flywheel.calculator)
 
 
 @dataclass
@@ -112,6 +118,7 @@ class DecodeOutcome:
     seconds: float                 # wall time from admission to finish
     joules: float = 0.0            # its share of metered decode steps (with `step_meter`)
     step_logits: list[torch.Tensor] = field(default_factory=list)  # (vocab,) per token, if kept
+    tool_tokens: int = 0           # of `tokens`, how many the calculator forced (the rest were picked)
 
 
 # --- per-slot key/value state ----------------------------------------------------------------------
@@ -298,6 +305,8 @@ class _Active:
     generator: torch.Generator | None
     started: float
     tokens: list[int] = field(default_factory=list)
+    queued: list[int] = field(default_factory=list)   # the calculator's result, fed before picking again
+    tool_tokens: int = 0
     kept: list[torch.Tensor] = field(default_factory=list)
     joules: float = 0.0
 
@@ -324,6 +333,7 @@ class BatchDecoder:
         self.slots = slots
         self.schedule = DecodeSchedule(slots, KERNEL_PATH, engine.settings.dtype, SAMPLER)
         self._eos = engine.eos_ids
+        self._has_equals: dict[int, bool] = {}   # token id -> its text contains "=" (the calculator's trigger)
         _install_onednn_linears(engine)
         self.tokens_decoded = 0
         self.model_seconds = 0.0   # in decode steps
@@ -381,8 +391,10 @@ class BatchDecoder:
                         progress(finished, self.tokens_decoded, self.tokens_decoded /
                                  max(time.perf_counter() - started, 1e-9))
                     yield DecodeOutcome(a.request.tag, a.tokens, reason, i, time.perf_counter() - a.started,
-                                        a.joules, a.kept)
+                                        a.joules, a.kept, a.tool_tokens)
                     continue
+                if a.request.calculator and not a.queued:
+                    self._calculate(a, token)
                 feed[i] = token
             busy = [a for a in active if a is not None]
             if busy:
@@ -417,6 +429,9 @@ class BatchDecoder:
             forced = a.request.forced
             if forced:
                 chosen[i] = forced[len(a.tokens)]
+            elif a.queued:
+                chosen[i] = a.queued.pop(0)
+                a.tool_tokens += 1
             else:
                 picking.append(i)
         if picking:
@@ -429,6 +444,16 @@ class BatchDecoder:
                 chosen[i] = token
         self.pick_seconds += time.perf_counter() - t0
         return chosen
+
+    def _calculate(self, a: _Active, token: int) -> None:
+        """If the slot's text now ends in `expression =`, queue the exact result's tokens (within its budget)."""
+        if token not in self._has_equals:
+            self._has_equals[token] = "=" in self.engine.decode_text([token])
+        if not self._has_equals[token]:
+            return
+        result = calculator.complete(self.engine.decode_text(a.tokens[-CALCULATOR_TAIL:]))
+        if result is not None:
+            a.queued = self.engine.encode(result, bos=False)[:max(0, a.request.budget - len(a.tokens))]
 
     def _stop_reason(self, a: _Active, token: int) -> StopReason | None:
         forced = a.request.forced

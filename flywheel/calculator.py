@@ -1,0 +1,175 @@
+"""Exact arithmetic inside the decode schedule: when a slot's text ends in `expression =`, compute it.
+
+A frozen small model slips on arithmetic; the engine can take it over. When the text a slot has
+produced ends in an arithmetic expression followed by `=` (`42 + 16 =`, or GSM8K's annotation
+`<<6*7=`), `complete(text)` returns the result (` 58`, `42`) for the decoder to feed to that slot as
+forced tokens; the model then carries on from it. Nothing here calls `eval`: a small recursive
+descent parser over integers and decimals with + - * / × ÷ · and parentheses, in exact rationals
+(`fractions.Fraction`), bounded in length, digits and nesting. Division by zero, a result too
+large, or anything it does not read are outcomes (`None`: the model goes on by itself), never
+errors.
+
+    >>> complete("Together that is 42 + 16 =")
+    ' 58'
+    >>> complete("So each gets 7 / 2 =")
+    ' 3.5'
+    >>> complete("x =") is None
+    True
+
+`CALCULATOR` names this arithmetic and its formatting: it is part of a run's decode schedule,
+like the sampler, so a run is never resumed under another.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+#: Names the tool's parsing, arithmetic and formatting; bump it when a result's text could change.
+CALCULATOR = "calc-v1"
+#: Longest expression read (characters before the `=`).
+MAX_EXPRESSION = 80
+#: Most digits of any number read or any result written.
+MAX_DIGITS = 24
+#: Deepest parenthesis nesting read.
+MAX_DEPTH = 8
+#: Decimal places written for a result that is not an integer (beyond: a fraction a/b).
+MAX_DECIMALS = 6
+
+# The expression: the longest run of number/operator/space/parenthesis characters before `=`.
+_TAIL = re.compile(r"([0-9.,+\-*/×÷·()\s]{1," + str(MAX_EXPRESSION) + r"})=([ \t]*)$")
+_TOKEN = re.compile(r"\s*(?:(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)|([+\-*/×÷·()]))")
+_MUL = {"*", "×", "·"}
+_DIV = {"/", "÷"}
+
+
+class _Unreadable(Exception):
+    """The tail is not an expression this calculator computes (an outcome, not an error)."""
+
+
+def complete(text: str) -> str | None:
+    """The text to force after `text` when it ends in `expression =`; None when it does not.
+
+    The result keeps the model's spacing: after `=` it starts with a space, after `= ` it does not.
+    An expression needs at least one operator and two numbers (`x = 5` and `= 12 =` are left alone).
+    """
+    m = _TAIL.search(text)
+    if not m:
+        return None
+    expr, space = m.group(1), m.group(2)
+    annotated = text[:m.start(1)].endswith("<<")
+    # The run may start inside the sentence before it ("costs 3. 42 + 16 ="): the expression is
+    # the longest suffix of it that reads as one.
+    for start in range(len(expr)):
+        if not (expr[start].isdigit() or expr[start] in "(-.") or (start and not (expr[start - 1].isspace() or expr[start - 1] in "(<")):
+            continue
+        try:
+            value = evaluate(expr[start:])
+        except _Unreadable:
+            continue
+        out = format_result(value) if value is not None else None
+        if out is None:
+            return None
+        return out if annotated or space else " " + out
+    return None
+
+
+def evaluate(expression: str) -> Fraction | None:
+    """The exact value of `expression`, or None (division by zero, too large); raises `_Unreadable`."""
+    tokens = _tokens(expression)
+    if sum(kind == "num" for kind, _ in tokens) < 2 or not any(kind == "op" and v not in "()" for kind, v in tokens):
+        raise _Unreadable(expression)
+    parser = _Parser(tokens)
+    try:
+        value = parser.expression(0)
+    except ZeroDivisionError:
+        return None
+    if parser.at < len(tokens):
+        raise _Unreadable(expression)
+    return value
+
+
+def format_result(value: Fraction) -> str | None:
+    """An integer, a short terminating decimal, or `a/b`; None when it would be too long to be useful."""
+    if value.denominator == 1:
+        text = str(value.numerator)
+    else:
+        scaled = value * 10 ** MAX_DECIMALS
+        if scaled.denominator == 1:
+            sign = "-" if value < 0 else ""
+            whole, frac = divmod(abs(scaled.numerator), 10 ** MAX_DECIMALS)
+            text = f"{sign}{whole}.{str(frac).rjust(MAX_DECIMALS, '0').rstrip('0')}"
+        else:
+            text = f"{value.numerator}/{value.denominator}"
+    return text if sum(c.isdigit() for c in text) <= MAX_DIGITS else None
+
+
+def _tokens(expression: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos, text = 0, expression.rstrip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise _Unreadable(text)
+        number, op = m.group(1), m.group(2)
+        if number is not None:
+            digits = number.replace(",", "")
+            if sum(c.isdigit() for c in digits) > MAX_DIGITS:
+                raise _Unreadable(text)
+            out.append(("num", digits))
+        else:
+            out.append(("op", op))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    """expression := term (('+'|'-') term)* ; term := factor (('*'|'/') factor)* ; factor := '-' factor | number | '(' expression ')'."""
+
+    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+        self.tokens, self.at = tokens, 0
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.at][1] if self.at < len(self.tokens) and self.tokens[self.at][0] == "op" else None
+
+    def expression(self, depth: int) -> Fraction:
+        value = self.term(depth)
+        while (op := self._peek()) in ("+", "-"):
+            self.at += 1
+            rhs = self.term(depth)
+            value = value + rhs if op == "+" else value - rhs
+            _bounded(value)
+        return value
+
+    def term(self, depth: int) -> Fraction:
+        value = self.factor(depth)
+        while (op := self._peek()) is not None and (op in _MUL or op in _DIV):
+            self.at += 1
+            rhs = self.factor(depth)
+            value = value * rhs if op in _MUL else value / rhs   # ZeroDivisionError: an outcome
+            _bounded(value)
+        return value
+
+    def factor(self, depth: int) -> Fraction:
+        if self.at >= len(self.tokens):
+            raise _Unreadable("expression ends early")
+        kind, v = self.tokens[self.at]
+        self.at += 1
+        if kind == "num":
+            return Fraction(v)
+        if v == "-":
+            return -self.factor(depth)
+        if v == "(":
+            if depth >= MAX_DEPTH:
+                raise _Unreadable("nested too deep")
+            value = self.expression(depth + 1)
+            if self._peek() != ")":
+                raise _Unreadable("unbalanced parenthesis")
+            self.at += 1
+            return value
+        raise _Unreadable(f"unexpected {v!r}")
+
+
+def _bounded(value: Fraction) -> None:
+    if len(str(abs(value.numerator))) > 2 * MAX_DIGITS or len(str(value.denominator)) > 2 * MAX_DIGITS:
+        raise _Unreadable("intermediate result too large")
