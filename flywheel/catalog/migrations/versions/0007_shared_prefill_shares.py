@@ -1,0 +1,63 @@
+"""Shared prefill counted once: each fork of a shared graft restore + prefill carries its share.
+
+Since batched passes (runs with a `decode_schedule`), the K attempts of one problem fork one graft
+restore and one prefill, but every fork recorded the whole `prefill_tokens` and `restored_tokens`
+(energy and seconds were already split), so run totals, the report and the joules-per-token fit
+counted the shared work K times. From this revision:
+
+- `attempts.prefill_tokens`, `attempts.restored_tokens`: the attempt's whole-token share of what
+  the pass actually ran; the K forks' shares add up to it exactly (fork i of K gets
+  total // K, plus 1 while i < total % K, forks in attempt-index order: `flywheel.attempt.apportion`);
+- `attempts.prompt_tokens`: the prompt the attempt fed, i.e. what it would prefill alone (it was
+  a copy of `prefill_tokens`); `grafts.restored_tokens` keeps what it would restore alone.
+
+Old rows are moved: within a run that has a decode schedule, the live attempts (budget > 0) of one
+problem with the same graft and prompt are taken as one fork group. A resumed run's later attempts
+fall into the same group (their true group is not recorded), and runs without a decode schedule
+(before batching) are left as they were. Columns are only updated (no table rebuild), so the report
+views of 0002 stay as they are. The other helper's 0006 is not in this tree: this chains after 0005.
+
+Revision ID: 0007
+Revises: 0005
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = '0007'
+down_revision = '0005'
+branch_labels = None
+depends_on = None
+
+#: Rows `b` in the same fork group as the row being updated (stable columns only: none is updated).
+_GROUP = ("b.run_id = attempts.run_id AND b.problem_id = attempts.problem_id AND b.budget > 0 "
+          "AND b.prompt_tokens = attempts.prompt_tokens "
+          "AND COALESCE(b.grafted_artifact_sha, '') = COALESCE(attempts.grafted_artifact_sha, '')")
+_FORKS = f"(SELECT COUNT(*) FROM attempts b WHERE {_GROUP})"
+_FORK = f"(SELECT COUNT(*) FROM attempts b WHERE {_GROUP} AND b.attempt_index < attempts.attempt_index)"
+
+
+def _share(column: str) -> str:
+    return f"{column} / {_FORKS} + CASE WHEN {_FORK} < {column} % {_FORKS} THEN 1 ELSE 0 END"
+
+
+def upgrade() -> None:
+    op.execute(f"""
+UPDATE attempts
+SET prefill_tokens = {_share('prompt_tokens')}, restored_tokens = {_share('restored_tokens')}
+WHERE budget > 0 AND prompt_tokens > 0 AND prefill_tokens = prompt_tokens
+  AND run_id IN (SELECT id FROM runs WHERE decode_schedule IS NOT NULL)
+  AND {_FORKS} > 1
+""")
+
+
+def downgrade() -> None:
+    # Back to every fork carrying the whole: the prompt, and the graft's own length.
+    op.execute("""
+UPDATE attempts
+SET prefill_tokens = prompt_tokens,
+    restored_tokens = COALESCE((SELECT MAX(g.restored_tokens) FROM grafts g
+                                WHERE g.attempt_id = attempts.id AND g.outcome = 'ok'), restored_tokens)
+WHERE budget > 0
+""")
