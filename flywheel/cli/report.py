@@ -40,15 +40,20 @@ def _require_catalog(db_url: str) -> None:
 @click.command("report")
 @click.option("--run", "run_id", default=None, help="Only this run (default: every run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="table (terminal), csv (savings rows), json (everything, re-scorable), md.")
+              help="table (terminal), csv (one row per attempt), json (everything, re-scorable), md.")
+@click.option("--attempts", "show_attempts", is_flag=True,
+              help="Also list every attempt in table and md (csv and json always have them).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write a PNG: cumulative tokens saved across runs, accuracy per pass.")
+              help="Also write a PNG: decode tokens without vs with the graft per problem, accuracy per pass.")
 @click.option("--context-window", type=click.IntRange(min=1), default=None,
               help="The model's window for the usable-context figure (default: from its config.json).")
 @click.pass_context
-def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | None,
+def report(ctx: click.Context, run_id: str | None, fmt: str, show_attempts: bool, plot_path: Path | None,
            context_window: int | None) -> None:
     """Tokens and energy the library saved, against measured ungrafted baselines.
+
+    Each run's headline comes first (decode factor: the paper's measure; computed factor beside it),
+    then one row per problem, its K attempts folded.
 
     \b
     Examples:
@@ -68,9 +73,9 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | N
     finally:
         catalog.close()
     if fmt == "table":
-        click.echo(to_table(result, width=table_width()), nl=False)
+        click.echo(to_table(result, width=table_width(), attempts=show_attempts), nl=False)
     else:
-        click.echo(render(result, fmt))  # type: ignore[arg-type]
+        click.echo(render(result, fmt, attempts=show_attempts))  # type: ignore[arg-type]
     if plot_path is not None:
         plot(result, plot_path)
         click.echo(f"plot written to {plot_path}", err=True)
