@@ -36,7 +36,7 @@ ATTEMPT_COLUMNS = (
 )
 #: Kept for callers of the first report schema: the folded rows' columns.
 ROW_COLUMNS = PROBLEM_COLUMNS
-_HEADLINE_KEYS = ("problems", "verified", "grafted_problems", "compared_problems", "no_baseline",
+_HEADLINE_KEYS = ("problems", "verified", "grafted_problems", "compared_problems", "no_baseline", "ungrafted_problems",
                   "verified_without", "verified_with", "decode_tokens_without", "decode_tokens_with",
                   "decode_factor", "computed_tokens_without", "computed_tokens_with", "computed_factor",
                   "restored_tokens_with", "energy_j_without", "energy_j_with", "energy_factor",

@@ -160,6 +160,7 @@ def headline(run: Row, own: list[Row], problems: list[Row]) -> Row:
         "problems": len({a["problem_id"] for a in own}),
         "verified": len({a["problem_id"] for a in own if a["verified"]}),
         "grafted_problems": len(problems), "compared_problems": len(measured),
+        "ungrafted_problems": len({a["problem_id"] for a in own} - {p["problem_id"] for p in problems}),
         "no_baseline": len(problems) - len(measured),
         "verified_without": sum(bool(p["verified_without"]) for p in measured) if measured else None,
         "verified_with": sum(bool(p["verified"]) for p in measured) if measured else None,
@@ -227,6 +228,9 @@ def headline_lines(h: Row, *, run_id: str, status: str = "finished",
                          f"tokens (prefill + decode), {plural(h['budget_exhausted'], 'attempt')} hit the budget")
         lines[0] += " — a measured baseline"
         return lines
+    if h["ungrafted_problems"]:
+        lines.append(f"  without a graft: {plural(h['ungrafted_problems'], 'problem')} (measured: a baseline for "
+                     "later passes)")
     if h["compared_problems"]:
         lines += [
             f"  with a measured baseline: {plural(h['compared_problems'], 'problem')}, verified "

@@ -56,9 +56,9 @@ def figure(report: Report) -> Figure:
         ax_tok.text(0.5, 0.5, "no problem with a measured baseline\n(run them with --no-graft first)",
                     ha="center", va="center", transform=ax_tok.transAxes, color="gray")
     more = len(measured) - len(shown)
-    no_base = int(report.problems["decode_tokens_without"].isna().sum())
+    no_base = int(report.problems.loc[report.problems["decode_tokens_without"].isna(), "problem_id"].nunique())
     title = "decode tokens per problem, without vs with the graft"
-    notes = [f"{more} more not drawn" if more > 0 else "", f"{no_base} with no baseline" if no_base else ""]
+    notes = [f"{more} more not drawn" if more > 0 else "", f"{no_base} grafted problem{'s' if no_base != 1 else ''} with no baseline" if no_base else ""]
     if any(notes):
         title += "\n(" + "; ".join(n for n in notes if n) + ")"
     ax_tok.set_title(title, fontsize=10)

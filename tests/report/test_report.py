@@ -297,7 +297,7 @@ def test_plot_shows_tokens_per_problem_on_a_log_axis_and_short_pass_labels(real_
     assert ax_tok.get_yscale() == "log"
     measured = report.problems[report.problems["decode_tokens_without"].notna()]
     assert [t.get_text() for t in ax_tok.get_xticklabels()] == list(measured["problem_id"])   # p-new: no baseline
-    assert "1 with no baseline" in ax_tok.get_title()
+    assert "1 grafted problem with no baseline" in ax_tok.get_title()
     assert [t.get_text() for t in ax_acc.get_xticklabels()] == ["pass 1", "pass 2"]
     assert [t.get_text() for t in ax_acc.texts] == [f"{s}/{p}" for s, p in zip(report.runs["verified"],
                                                                                report.runs["problems"], strict=True)]
