@@ -318,3 +318,21 @@ def test_real_default_model_report(real_engine: Engine, tmp_path: Path) -> None:
         assert pd.isna(report.problems.set_index("problem_id").loc["p-mul", "decode_tokens_without"])
     finally:
         built.library.close()
+
+
+def test_the_problem_savings_view_states_the_reports_figures_in_sql(exact_catalog: Catalog) -> None:
+    exact_catalog.create_run(run_id="k2", problem_set="demo", problem_set_hash="d" * 64, budget=50, attempts=2,
+                             model_name="tiny", model_fingerprint=FP)
+    for k in range(2):
+        exact_catalog.record_attempt(AttemptRecord(
+            run_id="k2", problem_id="a", attempt_index=k, route="near", budget=50, grafted_artifact_sha=sha("a"),
+            prompt_tokens=12, prefill_tokens=6, restored_tokens=250, decode_tokens=10 + k, verified=k == 1))
+    report = build_report(exact_catalog)
+    cols = ("run_id", "problem_id", "attempts", "decode_tokens_without", "decode_tokens_with", "decode_factor",
+            "computed_tokens_without", "computed_tokens_with", "computed_factor", "restored_tokens")
+    with exact_catalog.db.connect() as conn:
+        sql = conn.execute(text(f"SELECT {', '.join(cols)} FROM problem_savings ORDER BY run_id, problem_id")).all()
+    folded = report.problems.sort_values(["run_id", "problem_id"])
+    assert [tuple(r) for r in sql] == [tuple(None if pd.isna(v) else v for v in row)
+                                       for row in folded[list(cols)].itertuples(index=False)]
+    assert ("k2", "a", 2, 3800.0, 21, 3800 / 21, 4000.0, 33, 4000 / 33, 500) in [tuple(r) for r in sql]
