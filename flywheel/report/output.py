@@ -175,6 +175,9 @@ def to_table(report: Report, width: int | None = None, attempts: bool = False) -
         console.print(Text(printable(line)))  # wrapped at words to the width
     for title, df, columns, priority in _sections(report, attempts):
         cols, body = _display(df, columns)
+        if not body:   # an empty table is one line, not a frame of headers
+            console.print(Text(f"{title}: none"))
+            continue
         body = [[abbreviate(cell, min(CELL_CHARS, max(12, width // 4))) for cell in row] for row in body]
         shown = fit_columns(cols, body, priority, width)
         left_out = [c for c in cols if c not in shown]
