@@ -4,7 +4,8 @@ Token accounting is exact and split three ways: `restored_tokens` came from the 
 compute), `prefill_tokens` were run through the model before decoding, `decode_tokens` were
 generated. The first two are what the attempt would cost alone; when K attempts fork one graft
 restore and one prefill, `prefill_ran` and `restored_ran` are this fork's whole-token share of
-what actually ran (`apportion`), so the shares of the K forks add up to it exactly. An exhausted budget is an outcome (`budget_exhausted=True`), not an error; a refused
+what actually ran (`apportion`), so the shares of the K forks add up to it exactly. An exhausted
+budget is an outcome (`budget_exhausted=True`), not an error; a refused
 graft is an outcome too: its reason is kept and the attempt runs ungrafted.
 """
 

@@ -198,12 +198,17 @@ def test_0007_gives_each_fork_of_a_shared_prefill_its_share_and_back(tmp_path: P
                 conn.execute(text("INSERT INTO grafts (attempt_id, artifact_sha256, outcome, restored_tokens, "
                                   "created_at) VALUES ((SELECT max(id) FROM attempts), :sha, 'ok', 7, "
                                   "'2025-01-01 00:00:00')"), {"sha": "a" * 64})
+        conn.execute(text("INSERT INTO attempts (run_id, problem_id, attempt_index, route, grafted_artifact_sha, "
+                          "prompt_tokens, prefill_tokens, restored_tokens, decode_tokens, budget, budget_exhausted, "
+                          "verified, created_at) VALUES ('batched', 'p', 4, 'near', :sha, 0, 0, 7, 0, 0, 1, 0, "
+                          "'2025-01-01 00:00:00')"), {"sha": "a" * 64})   # the run budget ran dry: nothing ran
     assert migrate(db) == head_revision()
     query = text("SELECT prompt_tokens, prefill_tokens, restored_tokens FROM attempts WHERE run_id = :r "
-                 "ORDER BY attempt_index")
+                 "AND budget > 0 ORDER BY attempt_index")
     with db.connect() as conn:
         batched = conn.execute(query, {"r": "batched"}).all()
         assert [tuple(r) for r in batched] == [(10, 3, 2), (10, 3, 2), (10, 2, 2), (10, 2, 1)]  # sums 10 and 7
+        assert conn.execute(text("SELECT restored_tokens FROM attempts WHERE budget = 0")).scalar() == 0
         assert conn.execute(text("SELECT sum(computed_tokens) FROM attempt_costs WHERE run_id = 'batched'")
                             ).scalar() == 10 + 4 * 5
         unbatched = conn.execute(query, {"r": "unbatched"}).all()    # before batching: nothing was shared

@@ -93,6 +93,9 @@ WHERE budget > 0 AND prompt_tokens > 0 AND prefill_tokens = prompt_tokens
   AND run_id IN (SELECT id FROM runs WHERE decode_schedule IS NOT NULL)
   AND {_FORKS} > 1
 """)
+    # A zero-budget attempt ran nothing, so it restored nothing either (it carried the whole restore).
+    op.execute("UPDATE attempts SET restored_tokens = 0 WHERE budget = 0 "
+               "AND run_id IN (SELECT id FROM runs WHERE decode_schedule IS NOT NULL)")
 
 
 def downgrade() -> None:
@@ -103,5 +106,4 @@ UPDATE attempts
 SET prefill_tokens = prompt_tokens,
     restored_tokens = COALESCE((SELECT MAX(g.restored_tokens) FROM grafts g
                                 WHERE g.attempt_id = attempts.id AND g.outcome = 'ok'), restored_tokens)
-WHERE budget > 0
 """)
