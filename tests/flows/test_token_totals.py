@@ -90,3 +90,21 @@ def test_k_attempts_sharing_one_graft_and_prefill_count_it_once(counting: str, l
     assert run["restored_tokens"] == restored[0]
     (fit,) = report.energy_per_token.to_dict(orient="records")
     assert (fit["prefill_tokens"], fit["decode_tokens"]) == (prefilled, decoded)
+
+
+def test_a_fork_granted_no_budget_shares_nothing(counting: str) -> None:
+    from flywheel.attempt import AttemptJob, solve_many
+    from flywheel.energy import EnergyConfig, EnergyMeter
+    from flywheel.problemsets import Problem
+
+    eng = runtime.engine(counting)
+    CountingEngine.prefilled = 0
+    job = AttemptJob(Problem(id="p", text=FRESH["problem"], reference="3"), "none", None,
+                     [(0, 5, 1), (1, 0, 2), (2, 5, 3)], temperature=0.7)   # the run budget ran dry for attempt 1
+    meter = EnergyMeter(EnergyConfig(cpu_watts=10.0, source="estimate"), device="cpu")
+    results = {k: r for _, k, r in solve_many(eng, None, [job], slots=3, meter=meter)}
+    prefilled = CountingEngine.prefilled
+    assert results[1].prefill_ran == results[1].restored_ran == 0 and results[1].decode_tokens == 0
+    assert results[0].prefill_tokens == results[2].prefill_tokens == prefilled   # each alone: the whole prompt
+    assert results[0].prefill_ran + results[2].prefill_ran == prefilled          # together: counted once
+    assert (results[0].shared_by, results[2].shared_by) == (2, 2)
