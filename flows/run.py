@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import flow, task
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from flows import publish as publish_run
 from flows import runtime
 from flows.tasks import (
     LOCAL,
@@ -412,6 +413,8 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     summary["timing"] = {"wall_seconds": time.perf_counter() - started, "model_seconds": model_seconds,
                          "task_runner": cfg.task_runner, "workers": workers,
                          "schedule": schedule, "breakdown": clock.snapshot()}
+    summary["savings"] = publish_run.savings_of(lib, run_id)   # the report's named figures for this run
+    publish_run.publish(summary)
     return summary
 
 
@@ -534,13 +537,17 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
 
 
 class _Progress:
-    """Drives `runtime.progress_hook` as problems finish, in whatever order they do."""
+    """Drives `runtime.progress_hook` as problems finish, in whatever order they do, and logs each to the flow run."""
 
     def __init__(self, total: int) -> None:
         self.total, self.done = total, 0
+        self.logger = publish_run.run_logger()
 
     def __call__(self, problem_id: str, tokens_per_s: float | None = None) -> None:
         self.done += 1
+        if self.logger is not None:
+            self.logger.info("problem %d/%d finished: %s%s", self.done, self.total, problem_id,
+                             f" ({tokens_per_s:.0f} decode tok/s)" if tokens_per_s else "")
         if runtime.progress_hook is not None:
             label = problem_id if not tokens_per_s else f"{problem_id} · {tokens_per_s:.0f} decode tok/s"
             runtime.progress_hook(self.done, self.total, label)
@@ -571,7 +578,9 @@ def summarize(lib: Library, run_id: str, flow_run_id: str | None, spec: str, set
             "budget_exhausted": bool(best.budget_exhausted), "refused_grafts": refused,
             "verdict": best.verdict_status, "wall_seconds": sum(a.wall_seconds or 0.0 for a in attempts),
         })
+    # exact: K attempts that shared one graft restore and prefill carry shares of it (flywheel.attempt.apportion)
     totals = {k: sum(r[k] for r in results) for k in ("decode_tokens", "prefill_tokens", "restored_tokens")}
+    totals["computed_tokens"] = totals["prefill_tokens"] + totals["decode_tokens"]
     totals["verified"] = sum(r["verified"] for r in results)
     totals["problems"] = len(results)
     return {"run_id": run_id, "flow_run_id": flow_run_id, "problem_set": spec, "problem_set_hash": set_hash,

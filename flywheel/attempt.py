@@ -2,7 +2,10 @@
 
 Token accounting is exact and split three ways: `restored_tokens` came from the graft (no
 compute), `prefill_tokens` were run through the model before decoding, `decode_tokens` were
-generated. An exhausted budget is an outcome (`budget_exhausted=True`), not an error; a refused
+generated. The first two are what the attempt would cost alone; when K attempts fork one graft
+restore and one prefill, `prefill_ran` and `restored_ran` are this fork's whole-token share of
+what actually ran (`apportion`), so the shares of the K forks add up to it exactly. An exhausted
+budget is an outcome (`budget_exhausted=True`), not an error; a refused
 graft is an outcome too: its reason is kept and the attempt runs ungrafted.
 """
 
@@ -84,6 +87,29 @@ class AttemptResult:
     energy_joules: float | None = None   # set by the caller that metered the attempt
     energy_source: str | None = None     # nvml | rapl | estimate
     stop_reason: StopReason | None = None  # stop rule, eos, or budget (None: never decoded)
+    shared_by: int = 1  # forks that shared this attempt's graft restore and prefill (1: it ran alone)
+    fork: int = 0       # this attempt's place among them (0-based), which decides its share's rounding
+
+    @property
+    def prefill_ran(self) -> int:
+        """This attempt's share of the prefill tokens the model actually ran (alone: `prefill_tokens`)."""
+        return apportion(self.prefill_tokens, self.shared_by, self.fork)
+
+    @property
+    def restored_ran(self) -> int:
+        """This attempt's share of the tokens actually restored from the graft (alone: `restored_tokens`)."""
+        return apportion(self.restored_tokens, self.shared_by, self.fork)
+
+
+def apportion(total: int, forks: int, fork: int) -> int:
+    """Fork `fork`'s whole-token share of `total` split over `forks`; the shares add up to `total` exactly.
+
+        >>> [apportion(10, 4, k) for k in range(4)]
+        [3, 3, 2, 2]
+    """
+    if forks <= 1:
+        return total
+    return total // forks + (1 if fork < total % forks else 0)
 
 
 def extract(text: str, mode: AttemptMode) -> str | None:
@@ -161,17 +187,21 @@ def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, 
 
 
 def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOutcome, *, budget: int,
-                   seed: int | None, temperature: float, wall_seconds: float) -> AttemptResult:
-    """The `AttemptResult` of one decoded attempt: text, extracted answer, exact token accounting."""
+                   seed: int | None, temperature: float, wall_seconds: float, shared_by: int = 1,
+                   fork: int = 0) -> AttemptResult:
+    """The `AttemptResult` of one decoded attempt: text, extracted answer, exact token accounting.
+
+    `shared_by` forks (this one at place `fork`) shared `prepared`; a zero-budget attempt shares nothing.
+    """
     text = engine.decode_text(outcome.tokens)
     return AttemptResult(
         text=text, answer=extract(text, prepared.mode) if outcome.tokens else None, mode=prepared.mode,
-        grafted_artifact=prepared.grafted, restored_tokens=prepared.restored_tokens,
+        grafted_artifact=prepared.grafted, restored_tokens=prepared.restored_tokens if budget > 0 else 0,
         prefill_tokens=prepared.prefill_tokens if budget > 0 else 0, decode_tokens=len(outcome.tokens), budget=budget,
         budget_exhausted=outcome.stop_reason == "budget", wall_seconds=wall_seconds,
         logits_sha256=logits_sha256(prepared.logits) if prepared.logits is not None else None,
         seed=seed if temperature > 0 and seed is not None else None, refused=list(prepared.refused),
-        stop_reason=outcome.stop_reason)
+        stop_reason=outcome.stop_reason, shared_by=shared_by if budget > 0 else 1, fork=fork if budget > 0 else 0)
 
 
 def run_attempt(engine: Engine, library: Library | None, problem: Problem, *, route: RouteKind,
@@ -241,10 +271,12 @@ def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJo
                 engine, library, job.problem, route=job.route, artifact_sha=job.artifact_sha, prefill=live))
             if clock is not None:
                 clock.add("prepare", prepared.seconds)
-            share = len(job.attempts)
+            share = max(1, sum(budget > 0 for _, budget, _ in job.attempts))  # forks that use the prefill
+            forks = iter(range(share))
             for k, budget, seed in job.attempts:
-                ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules / share,
-                                 prepared.seconds / share)
+                fork, part = (next(forks), 1 / share) if budget > 0 else (0, 0.0)
+                ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules * part,
+                                 prepared.seconds * part, share, fork)
                 yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket)
 
     try:
@@ -252,7 +284,8 @@ def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJo
             t: _Ticket = outcome.tag
             result = finish_attempt(engine, t.prepared, outcome, budget=t.budget, seed=t.seed,
                                     temperature=t.job.temperature,
-                                    wall_seconds=t.prepare_seconds + time.perf_counter() - t.admitted)
+                                    wall_seconds=t.prepare_seconds + time.perf_counter() - t.admitted,
+                                    shared_by=t.shared_by, fork=t.fork)
             if meter is not None:
                 result = replace(result, energy_joules=t.prepare_joules + outcome.joules,
                                  energy_source=source[0] if source else None)
@@ -276,6 +309,8 @@ class _Ticket:
     admitted: float
     prepare_joules: float
     prepare_seconds: float
+    shared_by: int = 1   # forks of `prepared` that use its prefill (the shares' denominator)
+    fork: int = 0
 
 
 def solution_of(result: AttemptResult) -> str:

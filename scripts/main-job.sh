@@ -20,6 +20,6 @@ echo "   deposited; pass 2 answers the recurring problems from grafts (library a
 $FLYWHEEL demo --workdir "$WORKDIR"
 $FLYWHEEL --library "$WORKDIR/library" report --format csv --plot "$WORKDIR/report.png" > "$WORKDIR/report.csv"
 echo
-echo "Report rows: $WORKDIR/report.csv; plot: $WORKDIR/report.png"
+echo "One row per attempt: $WORKDIR/report.csv; plot: $WORKDIR/report.png"
 echo "Explore it: $FLYWHEEL --library $WORKDIR/library report --format md"
 echo "            $FLYWHEEL --library $WORKDIR/library library ls"

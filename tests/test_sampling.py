@@ -79,7 +79,7 @@ def test_sampled_slots_over_long_unequal_grafted_contexts_are_slot_invariant(tin
     from flywheel.testing import TINY_SLIDING_WINDOW
 
     def req(n_tokens: int, tag: str, seed: int, budget: int = 20) -> DecodeRequest:
-        ids = tiny_gemma.encode(("The sum of the parts is twelve. " * 40))[:n_tokens]
+        ids = tiny_gemma.encode("The sum of the parts is twelve. " * 40)[:n_tokens]
         cache, logits = tiny_gemma.prefill(ids)
         return DecodeRequest(cache, logits[-1], budget, stop=StopRule(newline=False), temperature=0.8, seed=seed,
                              tag=tag, keep_logits=True)

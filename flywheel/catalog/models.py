@@ -139,9 +139,11 @@ class AttemptRow(Base):
     route_score: Mapped[float | None] = mapped_column(Float)  # 1.0 for exact, cosine for near
     routed_artifact_sha: Mapped[str | None] = mapped_column(String(SHA_LEN))  # the router's pick
     grafted_artifact_sha: Mapped[str | None] = mapped_column(String(SHA_LEN))  # None if refused/none
-    prompt_tokens: Mapped[int] = mapped_column(default=0)  # tokens of the new problem's prompt
-    prefill_tokens: Mapped[int] = mapped_column(default=0)  # tokens actually prefilled (computed)
-    restored_tokens: Mapped[int] = mapped_column(default=0)  # tokens restored from the graft (prefill avoided)
+    # K attempts that fork one graft restore + prefill each carry a whole-token share of it (0007),
+    # so summing rows counts the shared work once; `prompt_tokens` is what one attempt costs alone.
+    prompt_tokens: Mapped[int] = mapped_column(default=0)  # the prompt it fed: tokens it would prefill alone
+    prefill_tokens: Mapped[int] = mapped_column(default=0)  # its share of the tokens actually prefilled (computed)
+    restored_tokens: Mapped[int] = mapped_column(default=0)  # its share of the tokens restored (prefill avoided)
     decode_tokens: Mapped[int] = mapped_column(default=0)
     budget: Mapped[int]  # this attempt's decode budget
     budget_exhausted: Mapped[bool] = mapped_column(default=False)

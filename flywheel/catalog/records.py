@@ -80,7 +80,10 @@ class Deposit:
 
 @dataclass(frozen=True)
 class GraftRecord:
-    """A graft tried in an attempt: `ok`, or `refused` with the engine's reason."""
+    """A graft tried in an attempt: `ok`, or `refused` with the engine's reason.
+
+    `restored_tokens` is the graft's whole length (what the attempt would restore alone), not a fork's share.
+    """
 
     artifact_sha256: str
     outcome: GraftOutcome
@@ -98,7 +101,13 @@ class GraftRecord:
 
 @dataclass(frozen=True)
 class AttemptRecord:
-    """One attempt's accounting; token counts are exact, energy carries its source."""
+    """One attempt's accounting; token counts are exact, energy carries its source.
+
+    When K attempts fork one graft restore and one prefill, `prefill_tokens` and `restored_tokens`
+    are this attempt's whole-token share (`flywheel.attempt.apportion`), so the K rows add up to
+    what the model ran, counted once; `prompt_tokens` and the graft row's `restored_tokens` keep
+    what the attempt would cost alone. Energy is apportioned the same way.
+    """
 
     run_id: str
     problem_id: str
@@ -108,9 +117,9 @@ class AttemptRecord:
     route_score: float | None = None
     routed_artifact_sha: str | None = None
     grafted_artifact_sha: str | None = None
-    prompt_tokens: int = 0
-    prefill_tokens: int = 0
-    restored_tokens: int = 0
+    prompt_tokens: int = 0    # the prompt this attempt fed: what it would prefill alone
+    prefill_tokens: int = 0   # its share of the prefill the pass actually ran (K forks: 1/K each)
+    restored_tokens: int = 0  # its share of the tokens actually restored from the graft
     decode_tokens: int = 0
     budget_exhausted: bool = False
     answer: str | None = None
@@ -133,7 +142,7 @@ class AttemptRecord:
             run_id=run_id, problem_id=problem_id, attempt_index=attempt_index, route=route.kind,
             budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
             grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
-            prefill_tokens=result.prefill_tokens, restored_tokens=result.restored_tokens,
+            prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
             decode_tokens=result.decode_tokens, budget_exhausted=result.budget_exhausted, answer=result.answer,
             verified=verdict.equivalent, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
             energy_joules=result.energy_joules, energy_source=result.energy_source,

@@ -40,21 +40,30 @@ def _require_catalog(db_url: str) -> None:
 @click.command("report")
 @click.option("--run", "run_id", default=None, help="Only this run (default: every run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="table (terminal), csv (savings rows), json (everything, re-scorable), md.")
+              help="table (terminal), csv (one row per attempt), json (everything, re-scorable), md.")
+@click.option("--attempts", "show_attempts", is_flag=True,
+              help="Also list every attempt in table and md (csv and json always have them).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write a PNG: cumulative tokens saved across runs, accuracy per pass.")
+              help="Also write a PNG: decode tokens without vs with the graft per problem, accuracy per pass.")
+@click.option("--recheck", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --run: replay its first N attempts (same artifact, prompt, seed, schedule) and check "
+                   "logits SHA-256, tokens and verdicts against the catalog; a mismatch exits non-zero.")
 @click.option("--context-window", type=click.IntRange(min=1), default=None,
               help="The model's window for the usable-context figure (default: from its config.json).")
 @click.pass_context
-def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | None,
-           context_window: int | None) -> None:
+def report(ctx: click.Context, run_id: str | None, fmt: str, show_attempts: bool, plot_path: Path | None,
+           recheck: int | None, context_window: int | None) -> None:
     """Tokens and energy the library saved, against measured ungrafted baselines.
+
+    Each run's headline comes first (decode factor: the paper's measure; computed factor beside it),
+    then one row per problem, its K attempts folded.
 
     \b
     Examples:
       flywheel report
       flywheel report --run r-20260101 --format json > report.json
       flywheel report --format csv --plot savings.png
+      flywheel report --run r-20260101 --recheck 8
     """
     from flywheel.library import open_catalog_read_only
     from flywheel.report import build_report, plot, render
@@ -62,15 +71,37 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, plot_path: Path | N
 
     settings = settings_of(ctx)
     _require_catalog(settings.db_url)
+    if recheck is not None:
+        if run_id is None:
+            raise click.UsageError("--recheck replays attempts of one run: add --run ID")
+        _recheck(settings.library, settings.db_url, run_id, recheck)
+        return
     catalog = open_catalog_read_only(settings.db_url)  # a report writes nothing: read-only libraries too
     try:
         result = build_report(catalog, run_id, context_window=context_window)
     finally:
         catalog.close()
     if fmt == "table":
-        click.echo(to_table(result, width=table_width()), nl=False)
+        click.echo(to_table(result, width=table_width(), attempts=show_attempts), nl=False)
     else:
-        click.echo(render(result, fmt))  # type: ignore[arg-type]
+        click.echo(render(result, fmt, attempts=show_attempts))  # type: ignore[arg-type]
     if plot_path is not None:
         plot(result, plot_path)
         click.echo(f"plot written to {plot_path}", err=True)
+
+
+def _recheck(library: Path, db_url: str, run_id: str, n: int) -> None:
+    """Replay `n` attempts of `run_id`; one line per attempt, and a non-zero exit naming any mismatch."""
+    from flywheel.library import Library
+    from flywheel.replay import ReplayMismatchError, engine_for_run, recheck
+
+    with Library.open(library, db_url, read_only=True) as lib:
+        checks = recheck(lib, engine_for_run(lib, run_id), run_id, n)
+    for c in checks:
+        click.echo(f"{c.name}: " + ("reproduced (logits SHA-256, tokens, text, answer, verdict)" if c.ok
+                                    else "MISMATCH: " + "; ".join(c.differences)))
+    bad = [c.name for c in checks if not c.ok]
+    if bad:
+        raise ReplayMismatchError(f"{len(bad)} of {len(checks)} replayed attempts differ from the catalog: "
+                                  f"{', '.join(bad)}", hint="the lines above say which recorded figure differs")
+    click.echo(f"all {len(checks)} replayed attempts of {run_id} match the catalog")

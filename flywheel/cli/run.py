@@ -32,9 +32,14 @@ def _schedule_options(f: Any) -> Any:
 
 
 def _quiet_prefect() -> None:
-    """Prefect logs every task run at INFO, Dask every connection; a CLI user wants our progress bar and summary."""
+    """Prefect logs every task run at INFO, Dask every connection; a CLI user wants our progress bar and summary.
+
+    Against a configured server (`PREFECT_API_URL`) the flow run's logs still go to its API: the
+    flywheel's own lines (`flows.publish.run_logger`) are read there, in the UI and `prefect flow-run logs`.
+    """
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+    if not os.environ.get("PREFECT_API_URL"):   # Prefect's temporary server: nobody reads its logs
+        os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # read when distributed is imported
 
 
@@ -90,8 +95,9 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
     refused = sum(len(r["refused_grafts"]) for r in summary["results"])
     lines = [f"run {summary['run_id']}: {t['verified']}/{t['problems']} verified; routes exact {routes['exact']}, "
              f"near {routes['near']}, none {routes['none']}",
-             f"tokens: {t['decode_tokens']:,} decode, {t['prefill_tokens']:,} prefill, "
+             f"this run's tokens: {t['decode_tokens']:,} decode, {t['prefill_tokens']:,} prefill, "
              f"{t['restored_tokens']:,} restored from grafts; {exhausted} budget-exhausted; {refused} grafts refused"]
+    lines += summary.get("savings", {}).get("lines", [])[1:]   # the report's headline figures (its first line is above)
     for row in summary.get("skipped_rows", []):
         lines.append(f"skipped {row}")
     return lines

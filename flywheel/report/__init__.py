@@ -15,19 +15,20 @@ from flywheel.report.formats import FORMATS, Format
 
 if TYPE_CHECKING:
     from flywheel.report.build import (
-        DEFINITIONS,
+        ATTEMPT_COLUMNS,
         ROW_COLUMNS,
         SCHEMA,
         Report,
         build_report,
         context_window_of,
     )
+    from flywheel.report.figures import DEFINITIONS, PROBLEM_COLUMNS
     from flywheel.report.output import render
     from flywheel.report.plots import plot
 
 #: Where each lazily imported name lives (pandas and SQLAlchemy load only when a report is built,
 #: so `flywheel --help` and the other sub-commands start fast).
-_LAZY = {"DEFINITIONS": "build", "ROW_COLUMNS": "build", "SCHEMA": "build", "Report": "build",
+_LAZY = {"DEFINITIONS": "figures", "PROBLEM_COLUMNS": "figures", "ATTEMPT_COLUMNS": "build", "ROW_COLUMNS": "build", "SCHEMA": "build", "Report": "build",
          "build_report": "build", "context_window_of": "build", "plot": "plots", "render": "output"}
 
 
@@ -38,5 +39,5 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f"flywheel.report.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'flywheel.report' has no attribute {name!r}")
 
-__all__ = ["DEFINITIONS", "FORMATS", "ROW_COLUMNS", "SCHEMA", "Format", "Report", "build_report",
+__all__ = ["ATTEMPT_COLUMNS", "DEFINITIONS", "FORMATS", "PROBLEM_COLUMNS", "ROW_COLUMNS", "SCHEMA", "Format", "Report", "build_report",
            "context_window_of", "plot", "render"]

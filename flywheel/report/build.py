@@ -1,13 +1,10 @@
-"""`build_report`: the catalog's views, shaped with pandas into savings rows and per-run summaries.
+"""`build_report`: the catalog's attempts, folded per problem into named figures, a headline per run.
 
-Definitions (also written into every JSON report under `definitions`):
-- computed tokens = prefill + decode tokens the model actually ran (restored tokens are not computed);
-- baseline = mean computed tokens (and joules) over the problem's recorded ungrafted attempts under
-  the same model fingerprint, budget-exhausted ones included; none recorded -> "no baseline", null saving;
-- tokens_saved = baseline tokens - graft tokens; ratio = baseline / graft tokens;
-- restored_tokens = prefill avoided by restoring the artifact, reported apart from the saving;
-- an energy factor from the `estimate` source comes with a range (`_energy_factor_range`) and is
-  worded as an estimate: CPU seconds x watts varies about 3x over the same tokens.
+The figures and their definitions live in `flywheel.report.figures` (one definition of each factor,
+written into every JSON report under `definitions`). Here the catalog is read (`queries`) and the
+figures are shaped into pandas frames: `runs` (the headline per run), `problems` (one row per
+problem grafted in a run, its K attempts folded), `attempts` (one row per attempt), the usable
+context per model, and joules per token.
 """
 
 from __future__ import annotations
@@ -23,35 +20,28 @@ import numpy as np
 import pandas as pd
 
 from flywheel import config
-from flywheel.energy import is_measured
 from flywheel.errors import InputError
 from flywheel.report import queries
+from flywheel.report.figures import DEFINITIONS, PROBLEM_COLUMNS, fold_problems, headline, headline_lines
 
-SCHEMA = "flywheel-report/1"
+SCHEMA = "flywheel-report/2"
 
-#: The savings table's columns, in display order; hashes last.
-ROW_COLUMNS = (
-    "problem_id", "run_id", "attempt_index", "route", "baseline", "baseline_tokens", "graft_tokens",
-    "tokens_saved", "ratio", "restored_tokens", "graft_prefill_tokens", "graft_decode_tokens",
-    "baseline_attempts", "budget_exhausted_attempts", "energy_j_baseline", "energy_j_graft",
-    "energy_saved_j", "energy_source", "verified", "answer",
-    "problem_set_hash", "artifact_sha256", "artifact_logits_sha256", "logits_sha256", "model_fingerprint",
+#: The per-attempt rows' columns (CSV, JSON, `--attempts`), in display order; hashes last.
+ATTEMPT_COLUMNS = (
+    "run_id", "problem_id", "attempt_index", "route", "grafted", "budget", "prompt_tokens", "prefill_tokens",
+    "restored_tokens", "decode_tokens", "computed_tokens", "budget_exhausted", "answer", "reference", "verified",
+    "verdict_status", "wall_seconds", "energy_joules", "energy_source", "error", "model_name",
+    "attempt_id", "problem_set_hash", "model_fingerprint", "artifact_sha256", "artifact_logits_sha256",
+    "logits_sha256", "artifact_tokens", "artifact_bytes",
 )
-DEFINITIONS = {
-    "computed_tokens": "prefill_tokens + decode_tokens actually run by the model",
-    "baseline_tokens": "mean computed tokens over the problem's recorded ungrafted attempts "
-                       "(same model fingerprint, budget-exhausted included); null = no baseline",
-    "graft_tokens": "computed tokens of the grafted attempt (restored tokens excluded)",
-    "tokens_saved": "baseline_tokens - graft_tokens",
-    "ratio": "baseline_tokens / graft_tokens",
-    "restored_tokens": "prefill avoided by restoring the artifact instead of recomputing it",
-    "energy_saved_j": "energy_j_baseline - energy_j_graft, only when both share one energy source",
-    "estimate": "energy source 'estimate' = process CPU seconds x configured watts, not a measurement",
-    "energy_factor": "energy_j_baseline / energy_j_graft summed over a run's rows with a shared energy source",
-    "energy_factor_range": "energy_factor_low..high = token factor x (min..max baseline joules per computed token) "
-                           "/ (max..min graft joules per computed token) over the attempts the factor rests on",
-}
-_EMPTY_RUN_COLUMNS = ["run_id", "problems", "solved", "accuracy", "tokens_saved", "summary"]
+#: Kept for callers of the first report schema: the folded rows' columns.
+ROW_COLUMNS = PROBLEM_COLUMNS
+_HEADLINE_KEYS = ("problems", "verified", "grafted_problems", "compared_problems", "no_baseline", "ungrafted_problems",
+                  "verified_without", "verified_with", "decode_tokens_without", "decode_tokens_with",
+                  "decode_factor", "computed_tokens_without", "computed_tokens_with", "computed_factor",
+                  "restored_tokens_with", "energy_j_without", "energy_j_with", "energy_factor",
+                  "energy_factor_low", "energy_factor_high", "energy_factor_attempts", "energy_source_compared")
+_EMPTY_RUN_COLUMNS = ["run_id", *_HEADLINE_KEYS, "accuracy", "summary"]
 _BOOL_COLUMNS = ("verified", "budget_exhausted", "no_graft")
 
 
@@ -59,15 +49,16 @@ _BOOL_COLUMNS = ("verified", "budget_exhausted", "no_graft")
 class Report:
     """A report over one run or all runs. Frames are pandas; `to_dict()` is the JSON form.
 
-    - `rows`: one per grafted attempt (ROW_COLUMNS), baseline columns null where none was measured;
-    - `runs`: one per run (flywheel pass) with totals, accuracy and a `summary` sentence;
-    - `attempts`: every attempt the rows rest on, with reference answers (enough to re-score);
+    - `runs`: one per run (flywheel pass): the headline figures (`figures.DEFINITIONS`), the run's own
+      totals, and `summary`, the headline as lines;
+    - `problems`: one per problem grafted in a run, its K attempts folded (PROBLEM_COLUMNS);
+    - `attempts`: every attempt the figures rest on, with reference answers (enough to re-score);
     - `context`: per model fingerprint, library tokens vs the context window, resident bytes per graft;
     - `energy_per_token`: joules per prefilled and per decoded token, per energy source.
     """
 
-    rows: pd.DataFrame
     runs: pd.DataFrame
+    problems: pd.DataFrame
     attempts: pd.DataFrame
     context: pd.DataFrame
     energy_per_token: pd.DataFrame
@@ -77,23 +68,21 @@ class Report:
 
     @property
     def summary_lines(self) -> list[str]:
-        """One sentence per run, then one per model's usable context."""
-        return [*self.runs["summary"].tolist(), *self.context["summary"].tolist()]
+        """The headline of every run (its lines in order), then one line per model's usable context."""
+        lines = [line for summary in self.runs["summary"].tolist() for line in summary.splitlines()]
+        return [*lines, *self.context["summary"].tolist()]
 
-    @property
-    def cumulative_tokens_saved(self) -> pd.DataFrame:
-        """run_id, tokens_saved (measured rows only) and its running total, in run order."""
-        out = self.runs[["run_id", "tokens_saved"]].copy()
-        out["tokens_saved"] = out["tokens_saved"].fillna(0.0)
-        out["cumulative_tokens_saved"] = out["tokens_saved"].cumsum()
-        return out
+    def headline(self, run_id: str) -> dict[str, Any]:
+        """The named figures of `run_id` as plain JSON values (what `flywheel run --json` carries)."""
+        row = self.runs.set_index("run_id").loc[run_id]
+        return {k: _plain(row[k]) for k in _HEADLINE_KEYS}
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "generated_at": self.generated_at, "catalog": self.catalog_url,
             "run_id": self.run_id, "definitions": DEFINITIONS, "summary": self.summary_lines,
-            "rows": records(self.rows), "runs": records(self.runs), "context": records(self.context),
-            "energy_per_token": records(self.energy_per_token), "attempts": records(self.attempts),
+            "runs": records(self.runs), "problems": records(self.problems), "attempts": records(self.attempts),
+            "context": records(self.context), "energy_per_token": records(self.energy_per_token),
         }
 
     def to_json(self) -> str:
@@ -135,17 +124,6 @@ def _sources(series: pd.Series) -> str | None:
     return None if not found else found[0] if len(found) == 1 else "mixed"
 
 
-def _shape_rows(raw: list[dict[str, Any]]) -> pd.DataFrame:
-    df = _frame(raw, queries.TOKENS_SAVED_COLUMNS)
-    for name in ("baseline_tokens", "tokens_saved", "ratio", "energy_j_baseline", "energy_j_graft",
-                 "energy_saved_j"):
-        df[name] = _float(df[name])
-    for name in ("baseline_attempts", "budget_exhausted_attempts"):  # null where there is no baseline
-        df[name] = pd.to_numeric(df[name], errors="coerce").astype("Int64")
-    df["baseline"] = np.where(df["baseline_tokens"].isna(), "no baseline", "measured")
-    return df[list(ROW_COLUMNS)].reset_index(drop=True)
-
-
 def _n(count: int, noun: str) -> str:
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
@@ -159,10 +137,6 @@ def _bytes(n: int) -> str:
     return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
 
 
-def _fmt(x: float) -> str:
-    return f"{x:,.0f}" if abs(x) >= 10 else f"{x:,.1f}"
-
-
 def _status(run: dict[str, Any]) -> str:
     """The run's status; `running` under an owner process that is gone reads `interrupted` (killed outright)."""
     from flywheel.liveness import is_gone
@@ -170,114 +144,26 @@ def _status(run: dict[str, Any]) -> str:
     return "interrupted" if run["status"] == "running" and is_gone(run.get("owner")) else str(run["status"])
 
 
-def _run_summary(run: dict[str, Any], att: pd.DataFrame, rows: pd.DataFrame) -> dict[str, Any]:
-    mine = att[att["run_id"] == run["id"]]
-    graft = rows[rows["run_id"] == run["id"]]
-    measured = graft[graft["baseline"] == "measured"]
-    problems = int(mine["problem_id"].nunique())
-    solved = int(mine.loc[mine["verified"].astype(bool), "problem_id"].nunique()) if len(mine) else 0
-    e_rows = measured[measured["energy_saved_j"].notna()]
-    base_tokens = float(measured["baseline_tokens"].sum())
-    graft_tokens = float(measured["graft_tokens"].sum())
-    e_base, e_graft = float(e_rows["energy_j_baseline"].sum()), float(e_rows["energy_j_graft"].sum())
+def _run_row(run: dict[str, Any], own: list[dict[str, Any]], problems: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's row: who and what it ran, its own totals, and its headline figures and lines."""
+    h = headline(run, own, problems)
+    energy = [a["energy_joules"] for a in own if a["energy_joules"] is not None]
     out: dict[str, Any] = {
-        "run_id": run["id"], "started_at": run["started_at"], "problem_set": run["problem_set"],
-        "problem_set_hash": run["problem_set_hash"], "model_name": run["model_name"],
-        "model_fingerprint": run["model_fingerprint"], "no_graft": bool(run["no_graft"]),
-        "budget": run["budget"], "status": _status(run),
-        "problems": problems, "attempts": len(mine), "solved": solved,
-        "accuracy": solved / problems if problems else None,
-        "computed_tokens": int(mine["computed_tokens"].sum()), "restored_tokens": int(mine["restored_tokens"].sum()),
-        "budget_exhausted": int(mine["budget_exhausted"].astype(bool).sum()),
-        "energy_j": float(_float(mine["energy_joules"]).sum()) if mine["energy_joules"].notna().any() else None,
-        "energy_source": _sources(mine["energy_source"]),
-        "grafted_attempts": len(graft), "no_baseline": int((graft["baseline"] == "no baseline").sum()),
-        "baseline_tokens": base_tokens if len(measured) else None,
-        "graft_tokens": graft_tokens if len(measured) else None,
-        "graft_decode_tokens": int(measured["graft_decode_tokens"].sum()) if len(measured) else None,
-        "tokens_saved": float(measured["tokens_saved"].sum()) if len(measured) else None,
-        "factor": base_tokens / graft_tokens if len(measured) and graft_tokens > 0 else None,
-        "energy_j_baseline": e_base if len(e_rows) else None,
-        "energy_j_graft": e_graft if len(e_rows) else None,
-        "energy_factor": e_base / e_graft if len(e_rows) and e_graft > 0 else None,
-        "savings_energy_source": _sources(e_rows["energy_source"]),
-        "energy_factor_low": None, "energy_factor_high": None, "energy_factor_attempts": None,
+        "run_id": run["id"], "started_at": run["started_at"], "status": _status(run),
+        "problem_set": run["problem_set"], "problem_set_hash": run["problem_set_hash"],
+        "model_name": run["model_name"], "model_fingerprint": run["model_fingerprint"],
+        "no_graft": bool(run["no_graft"]), "budget": run["budget"], "attempts": len(own),
+        **h, "accuracy": h["verified"] / h["problems"] if h["problems"] else None,
+        "decode_tokens": sum(int(a["decode_tokens"]) for a in own),
+        "computed_tokens": sum(int(a["computed_tokens"]) for a in own),
+        "restored_tokens": sum(int(a["restored_tokens"]) for a in own),
+        "budget_exhausted": sum(bool(a["budget_exhausted"]) for a in own),
+        "energy_j": float(sum(energy)) if energy else None,
+        "energy_source": _sources(pd.Series([a["energy_source"] for a in own], dtype=object)),
     }
-    if out["energy_factor"] is not None:
-        low, high, n_attempts = _energy_factor_range(e_rows, att, out["energy_factor"])
-        out.update(energy_factor_low=low, energy_factor_high=high, energy_factor_attempts=n_attempts)
-    out["summary"] = _sentence(out, measured)
+    missing = [p["problem_id"] for p in problems if p["decode_tokens_without"] is None]
+    out["summary"] = "\n".join(headline_lines(out, run_id=run["id"], status=out["status"], no_baseline_ids=missing))
     return out
-
-
-def _sentence(s: dict[str, Any], measured: pd.DataFrame) -> str:
-    # a run that stopped before its end says so first: its figures cover only what it recorded
-    head = f"run {s['run_id']}" + (f" ({s['status']})" if s["status"] in ("interrupted", "failed") else "") + ":"
-    acc = f"accuracy {s['solved']}/{s['problems']}"
-    if s["grafted_attempts"] == 0:
-        energy = "" if s["energy_j"] is None else f", {_fmt(s['energy_j'])} J (source: {s['energy_source']})"
-        return (f"{head} {_n(s['problems'], 'problem')} without graft, {s['computed_tokens']:,} tokens computed "
-                f"({_n(s['budget_exhausted'], 'attempt')} hit the budget){energy}; {acc} — the measured baseline")
-    if len(measured) == 0:
-        return (f"{head} {_n(s['grafted_attempts'], 'grafted attempt')}, no baseline measured for any of them "
-                f"(run the same problems with --no-graft first); {acc}")
-    n = int(measured["problem_id"].nunique())
-    text = (f"{head} {_n(n, 'problem')}, {_fmt(s['baseline_tokens'])} baseline tokens "
-            f"({_n(int(measured['budget_exhausted_attempts'].sum()), 'budget-exhausted attempt')}), "
-            f"{_fmt(s['graft_tokens'])} graft tokens ({s['graft_decode_tokens']:,} decoded), "
-            f"a factor of {_fmt(s['factor']) if s['factor'] is not None else 'n/a'}")
-    if s["energy_factor"] is not None and is_measured(s["savings_energy_source"]):
-        text += f"; {_fmt(s['energy_factor'])} times less energy (source: {s['savings_energy_source']})"
-    elif s["energy_factor"] is not None:
-        text += _estimated_energy(s)
-    else:
-        text += "; energy not comparable (no shared energy source)"
-    if s["no_baseline"]:
-        text += f"; {_n(s['no_baseline'], 'grafted attempt')} with no baseline"
-    return f"{text}; {acc}"
-
-
-def _energy_factor_range(e_rows: pd.DataFrame, att: pd.DataFrame, point: float) -> tuple[float, float, int]:
-    """(low, high, attempts): how far the energy factor could move with the per-token energy's spread.
-
-    Token counts are exact; the energy per computed token is what the `estimate` source gets wrong
-    (CPU seconds x watts varies about 3x over the same tokens). So the range is the token factor of
-    the rows times the extreme ratios of joules per computed token: the cheapest baseline attempt
-    over the dearest grafted one, and the dearest over the cheapest. It is the range the per-attempt
-    energies allow, not a confidence interval, and conservative for a sum over many attempts.
-    Widened to hold the pooled figure (a baseline attempt without energy can push it outside).
-    """
-    keys = set(zip(e_rows["problem_id"], e_rows["model_fingerprint"], strict=True))
-    base = att[(att["grafted"] == 0) & att["energy_joules"].notna() & (att["computed_tokens"] > 0)]
-    base = base[[k in keys for k in zip(base["problem_id"], base["model_fingerprint"], strict=True)]]
-    graft = e_rows[e_rows["graft_tokens"] > 0]
-    if base.empty or graft.empty:
-        return point, point, len(base) + len(graft)
-    base_jpt = base["energy_joules"].to_numpy(dtype="float64") / base["computed_tokens"].to_numpy(dtype="float64")
-    graft_jpt = (graft["energy_j_graft"].to_numpy(dtype="float64")
-                 / graft["graft_tokens"].to_numpy(dtype="float64"))
-    tokens = float(e_rows["baseline_tokens"].sum()) / float(e_rows["graft_tokens"].sum())
-    if graft_jpt.min() <= 0:  # a graft metered at 0 J: no upper bound to give
-        return min(tokens * base_jpt.min() / graft_jpt.max(), point), math.inf, len(base) + len(graft)
-    low = tokens * base_jpt.min() / graft_jpt.max()
-    high = tokens * base_jpt.max() / graft_jpt.min()
-    return min(low, point), max(high, point), len(base) + len(graft)
-
-
-def _estimated_energy(s: dict[str, Any]) -> str:
-    """The energy factor of a source that is not a measurement: its range first, worded as an estimate."""
-    source = s["savings_energy_source"]
-    what = ("estimate from CPU seconds x watts, not a measurement" if source == "estimate"
-            else f"{source} sources, not one measurement")
-    low, high, n = s["energy_factor_low"], s["energy_factor_high"], s["energy_factor_attempts"]
-    if n is not None and n <= 2:
-        return f"; energy about {_fmt(s['energy_factor'])} times less ({what}; one attempt each way, spread unknown)"
-    if _fmt(low) == _fmt(high):
-        return (f"; energy about {_fmt(s['energy_factor'])} times less ({what}; joules per token "
-                f"did not vary over its {n} attempts)")
-    top = "unbounded" if math.isinf(high) else _fmt(high)
-    return (f"; energy {_fmt(low)} to {top} times less ({what}: the range of joules per token over its "
-            f"{n} attempts; {_fmt(s['energy_factor'])} pooled)")
 
 
 def context_window_of(model_name: str) -> int | None:
@@ -349,8 +235,8 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
         context_window: the model's window for the usable-context figure; None reads it from the
             model's config.json when the model is prepared locally.
     Returns:
-        the `Report`. Example: `build_report(cat).summary_lines[0]` ->
-        "run r2: 8 problems, 401,026 baseline tokens (...), 61 graft tokens (...), a factor of 6,574; ..."
+        the `Report`. Example: `build_report(cat, "r2").summary_lines[2]` ->
+        "  decode tokens: 401,026 without -> 61 with (decode factor 6,574, the paper's measure)"
     Raises:
         InputError: `run_id` is not in the catalog.
     """
@@ -359,14 +245,20 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
         if run_id is not None and not run_rows:
             raise InputError(f"no run {run_id!r} in the catalog {catalog.url}",
                              hint="`flywheel report` without --run lists every run")
-        raw_rows = queries.savings(conn, run_id)
         raw_attempts = queries.attempts(conn, run_id)
         raw_context = queries.library_context(conn)
-    rows = _shape_rows(raw_rows)
     attempts = _frame(raw_attempts, [*queries.ATTEMPT_COST_COLUMNS, "reference"])
     attempts["energy_joules"] = _float(attempts["energy_joules"])
-    summaries = [_run_summary(r, attempts, rows) for r in run_rows]
+    plain = records(attempts)
+    run_ids = [r["id"] for r in run_rows]
+    folded = fold_problems(plain, run_ids)
+    summaries = [_run_row(r, [a for a in plain if a["run_id"] == r["id"]],
+                          [p for p in folded if p["run_id"] == r["id"]]) for r in run_rows]
     runs = pd.DataFrame(summaries, columns=list(summaries[0]) if summaries else _EMPTY_RUN_COLUMNS)
-    return Report(rows=rows, runs=runs, attempts=attempts, context=_shape_context(raw_context, context_window),
-                  energy_per_token=_energy_per_token(attempts[attempts["run_id"].isin(runs["run_id"])]),
+    problems = pd.DataFrame([{k: p[k] for k in PROBLEM_COLUMNS} for p in folded], columns=list(PROBLEM_COLUMNS))
+    for name in ("baseline_passes", "baseline_attempts", "budget_exhausted_without", "best_attempt"):
+        problems[name] = pd.to_numeric(problems[name], errors="coerce").astype("Int64")
+    return Report(runs=runs, problems=problems, attempts=attempts[list(ATTEMPT_COLUMNS)].reset_index(drop=True),
+                  context=_shape_context(raw_context, context_window),
+                  energy_per_token=_energy_per_token(attempts[attempts["run_id"].isin(run_ids)]),
                   run_id=run_id, catalog_url=str(catalog.url))

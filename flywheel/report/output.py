@@ -1,7 +1,9 @@
 """A `Report` rendered as a terminal table (rich), CSV, JSON or Markdown.
 
-CSV is the savings rows only, full hashes, empty cells for nulls; JSON is the whole report
-(`Report.to_dict()`); table and Markdown add the summary sentences and shorten hashes.
+CSV is one row per attempt (full hashes, empty cells for nulls); JSON is the whole report
+(`Report.to_dict()`). Table and Markdown read as a person would: each run's headline first, then
+one row per problem with a measured baseline (its K attempts folded; those with none are one line
+of the headline), runs, energy per token, and with `attempts=True` one row per attempt.
 
 The table fits a width (the terminal's, `COLUMNS`, or `PIPED_WIDTH` off a terminal): sentences
 wrap at words; each table shows whole columns in order of importance, never a folded cell, and
@@ -18,40 +20,47 @@ import pandas as pd
 from flywheel.report.build import Report, records
 from flywheel.report.formats import FORMATS, Format
 
-#: What the human-facing formats show of each savings row (the rest stays in CSV/JSON).
-DISPLAY_COLUMNS = ("problem_id", "run_id", "route", "baseline_tokens", "graft_tokens", "tokens_saved",
-                   "ratio", "restored_tokens", "energy_j_baseline", "energy_j_graft", "energy_saved_j",
-                   "energy_source", "verified", "artifact_sha256", "logits_sha256")
-TABLE_COLUMNS = tuple(c for c in DISPLAY_COLUMNS if c != "logits_sha256")  # the terminal is narrower
-RUN_COLUMNS = ("run_id", "problem_set", "problems", "solved", "accuracy", "computed_tokens", "restored_tokens",
-               "energy_j", "energy_source", "problem_set_hash", "model_fingerprint")
+#: What the human-facing formats show of each folded problem row (the rest stays in JSON).
+PROBLEM_DISPLAY = ("problem_id", "run_id", "route", "attempts", "verified", "best_attempt",
+                   "decode_tokens_without", "decode_tokens_with", "decode_factor", "computed_tokens_without",
+                   "computed_tokens_with", "computed_factor", "restored_tokens", "energy_j_without", "energy_j_with",
+                   "energy_source", "artifact_sha256")
+RUN_COLUMNS = ("run_id", "status", "problem_set", "problems", "verified", "accuracy", "decode_tokens", "computed_tokens",
+               "restored_tokens", "energy_j", "energy_source", "problem_set_hash", "model_fingerprint")
+ATTEMPT_DISPLAY = ("run_id", "problem_id", "attempt_index", "route", "grafted", "prompt_tokens", "prefill_tokens",
+                   "restored_tokens", "decode_tokens", "budget_exhausted", "verified", "answer", "energy_joules",
+                   "energy_source", "logits_sha256")
 HASH_CHARS = 12  # enough to tell artifacts apart on screen; CSV/JSON carry all 64
 PIPED_WIDTH = 100  # the table's width off a terminal (`| cat`, `> file`) unless COLUMNS says otherwise
 CELL_CHARS = 32    # a longer table cell (a problem-set path, an id) keeps its start and end around "…"
 
 #: Each table's columns by importance, as units shown whole or not at all: an energy figure never
 #: appears without its source. Columns not named here come last.
-SAVINGS_PRIORITY = (("problem_id",), ("baseline_tokens",), ("graft_tokens",), ("tokens_saved",), ("ratio",),
-                    ("energy_saved_j", "energy_source"), ("verified",), ("run_id",), ("route",),
-                    ("restored_tokens",), ("energy_j_baseline", "energy_j_graft"), ("artifact_sha256",))
-RUN_PRIORITY = (("run_id",), ("problems",), ("solved",), ("accuracy",), ("energy_j", "energy_source"),
-                ("computed_tokens",), ("restored_tokens",), ("problem_set",), ("problem_set_hash",),
+PROBLEM_PRIORITY = (("problem_id",), ("decode_tokens_without",), ("decode_tokens_with",), ("decode_factor",),
+                    ("verified",), ("computed_tokens_without",), ("computed_tokens_with",), ("computed_factor",),
+                    ("attempts",), ("run_id",), ("route",), ("best_attempt",), ("restored_tokens",),
+                    ("energy_j_without", "energy_j_with", "energy_source"), ("artifact_sha256",))
+ATTEMPT_PRIORITY = (("problem_id",), ("attempt_index",), ("decode_tokens",), ("prefill_tokens",), ("verified",),
+                    ("run_id",), ("grafted",), ("restored_tokens",), ("prompt_tokens",), ("budget_exhausted",),
+                    ("energy_joules", "energy_source"), ("answer",), ("route",), ("logits_sha256",))
+RUN_PRIORITY = (("run_id",), ("problems",), ("verified",), ("accuracy",), ("decode_tokens",), ("computed_tokens",),
+                ("energy_j", "energy_source"), ("status",), ("restored_tokens",), ("problem_set",), ("problem_set_hash",),
                 ("model_fingerprint",))
 ENERGY_PRIORITY = (("energy_source",), ("j_per_token",), ("j_per_prefill_token",), ("j_per_decode_token",),
                    ("attempts",))
 
 
 def _cell(column: str, value: Any) -> str:
-    if value is None:  # said once per row, in the baseline column; the figures resting on it are "-"
-        return "no baseline" if column == "baseline_tokens" else "-"
+    if value is None:
+        return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        if column in ("ratio", "accuracy", "widening"):
+        if column in ("decode_factor", "computed_factor", "accuracy", "widening"):
             return f"{value:,.2f}"
+        if "tokens" in column and value.is_integer():   # a mean over one pass is a whole count
+            return f"{value:,.0f}"
         return f"{value:,.3f}" if column.startswith("energy") or column.startswith("j_per") else f"{value:,.1f}"
-    if isinstance(value, int | float) and column in ("baseline_attempts", "budget_exhausted_attempts"):
-        return f"{int(value):,}"
     if isinstance(value, int):
         return f"{value:,}"
     text = printable(str(value))
@@ -118,17 +127,31 @@ def _display(df: pd.DataFrame, columns: tuple[str, ...]) -> tuple[list[str], lis
     return cols, [[_cell(c, row[c]) for c in cols] for row in records(df[cols])]
 
 
+def _sections(report: Report, attempts: bool) -> list[tuple[str, pd.DataFrame, tuple[str, ...], Any]]:
+    """(title, frame, columns, priority) of each table a person reads, in order."""
+    measured = report.problems[report.problems["decode_tokens_without"].notna()]
+    out: list[tuple[str, pd.DataFrame, tuple[str, ...], Any]] = [
+        ("problems with a measured baseline (K attempts folded)", measured, PROBLEM_DISPLAY, PROBLEM_PRIORITY),
+        ("runs (flywheel passes)", report.runs, RUN_COLUMNS, RUN_PRIORITY),
+        ("energy per token", report.energy_per_token, tuple(report.energy_per_token.columns), ENERGY_PRIORITY)]
+    if attempts:
+        out.append(("attempts", report.attempts, ATTEMPT_DISPLAY, ATTEMPT_PRIORITY))
+    return out
+
+
 def to_csv(report: Report) -> str:
-    return report.rows.to_csv(index=False, lineterminator="\n")
+    """One row per attempt the figures rest on (ATTEMPT_COLUMNS), full hashes, empty cells for nulls."""
+    return report.attempts.to_csv(index=False, lineterminator="\n")
 
 
-def to_markdown(report: Report) -> str:
+def to_markdown(report: Report, attempts: bool = False) -> str:
     out = ["# kv-flywheel report", ""]
-    out += [f"- {line}" for line in report.summary_lines] + [""]
-    for title, df, columns in (("Savings", report.rows, DISPLAY_COLUMNS), ("Runs", report.runs, RUN_COLUMNS),
-                               ("Energy per token", report.energy_per_token, tuple(report.energy_per_token.columns))):
+    for line in report.summary_lines:   # a headline's figure lines are indented under their run
+        out.append(f"  - {line.strip()}" if line.startswith("  ") else f"- {line}")
+    out.append("")
+    for title, df, columns, _ in _sections(report, attempts):
         cols, body = _display(df, columns)
-        out += [f"## {title}", ""]
+        out += [f"## {title[0].upper()}{title[1:]}", ""]
         if not body:
             out += ["(none)", ""]
             continue
@@ -139,7 +162,7 @@ def to_markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-def to_table(report: Report, width: int | None = None) -> str:
+def to_table(report: Report, width: int | None = None, attempts: bool = False) -> str:
     """The report as rich tables, rendered to text `width` columns wide (default `PIPED_WIDTH`), no colour."""
     from rich.console import Console
     from rich.table import Table
@@ -150,11 +173,11 @@ def to_table(report: Report, width: int | None = None) -> str:
     console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
     for line in report.summary_lines:
         console.print(Text(printable(line)))  # wrapped at words to the width
-    for title, df, columns, priority in (
-            ("tokens and energy saved per grafted attempt", report.rows, TABLE_COLUMNS, SAVINGS_PRIORITY),
-            ("runs (flywheel passes)", report.runs, RUN_COLUMNS, RUN_PRIORITY),
-            ("energy per token", report.energy_per_token, tuple(report.energy_per_token.columns), ENERGY_PRIORITY)):
+    for title, df, columns, priority in _sections(report, attempts):
         cols, body = _display(df, columns)
+        if not body:   # an empty table is one line, not a frame of headers
+            console.print(Text(f"{title}: none"))
+            continue
         body = [[abbreviate(cell, min(CELL_CHARS, max(12, width // 4))) for cell in row] for row in body]
         shown = fit_columns(cols, body, priority, width)
         left_out = [c for c in cols if c not in shown]
@@ -170,14 +193,14 @@ def to_table(report: Report, width: int | None = None) -> str:
     return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())  # rich pads to the width
 
 
-def render(report: Report, fmt: Format = "table") -> str:
-    """The report as text in `fmt` (table | csv | json | md)."""
+def render(report: Report, fmt: Format = "table", *, attempts: bool = False) -> str:
+    """The report as text in `fmt` (table | csv | json | md); `attempts` adds per-attempt rows to table and md."""
     if fmt == "json":
         return report.to_json()
     if fmt == "csv":
         return to_csv(report)
     if fmt == "md":
-        return to_markdown(report)
+        return to_markdown(report, attempts)
     if fmt == "table":
-        return to_table(report)
+        return to_table(report, attempts=attempts)
     raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")

@@ -1,9 +1,10 @@
 """Every SQL query the report runs, in one readable place (SQLAlchemy Core).
 
-They read the views created by migration 0002 (`attempt_costs`, `baselines`, `tokens_saved`),
-which users can also query directly, e.g.:
+They read the `attempt_costs` view of migration 0002; the report folds its rows per problem
+(`flywheel.report.figures`). Users can query the same figures in SQL through migration 0007's
+`problem_savings` view, e.g.:
 
-    SELECT problem_id, baseline_tokens, graft_tokens, tokens_saved FROM tokens_saved;
+    SELECT problem_id, decode_tokens_without, decode_tokens_with, decode_factor FROM problem_savings;
 """
 
 from __future__ import annotations
@@ -21,17 +22,7 @@ ATTEMPT_COST_COLUMNS = (
     "energy_source", "logits_sha256", "error", "problem_set_hash", "model_name", "model_fingerprint",
     "artifact_logits_sha256", "artifact_tokens", "artifact_bytes",
 )
-TOKENS_SAVED_COLUMNS = (
-    "attempt_id", "run_id", "problem_id", "attempt_index", "route", "baseline_attempts",
-    "budget_exhausted_attempts", "baseline_tokens", "graft_tokens", "graft_prefill_tokens",
-    "graft_decode_tokens", "restored_tokens", "tokens_saved", "ratio", "energy_j_baseline",
-    "energy_j_graft", "energy_saved_j", "energy_source", "verified", "answer", "budget",
-    "budget_exhausted", "problem_set_hash", "model_fingerprint", "artifact_sha256",
-    "artifact_logits_sha256", "logits_sha256",
-)
-
 attempt_costs = table("attempt_costs", *(column(c) for c in ATTEMPT_COST_COLUMNS))
-tokens_saved = table("tokens_saved", *(column(c) for c in TOKENS_SAVED_COLUMNS))
 
 Rows = list[dict[str, Any]]
 
@@ -45,15 +36,6 @@ def runs(conn: Connection, run_id: str | None = None) -> Rows:
     stmt = select(RunRow.__table__).order_by(RunRow.started_at, RunRow.id)
     if run_id is not None:
         stmt = stmt.where(RunRow.id == run_id)
-    return _rows(conn, stmt)
-
-
-def savings(conn: Connection, run_id: str | None = None) -> Rows:
-    """One row per grafted attempt against its problem's measured baseline (`tokens_saved` view)."""
-    stmt = select(tokens_saved).order_by(tokens_saved.c.run_id, tokens_saved.c.problem_id,
-                                         tokens_saved.c.attempt_index)
-    if run_id is not None:
-        stmt = stmt.where(tokens_saved.c.run_id == run_id)
     return _rows(conn, stmt)
 
 

@@ -68,7 +68,7 @@ def test_migrations_are_ordered_and_named() -> None:
 
     script = ScriptDirectory.from_config(alembic_config())
     chain = [rev for rev in script.walk_revisions("base", "heads")][::-1]   # oldest first
-    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005"]
+    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005", "0007"]
     for rev in chain:
         assert Path(rev.path).name.startswith(f"{rev.revision}_") and rev.doc   # ordered, named, described
 
@@ -172,4 +172,52 @@ def test_downgrading_past_every_added_column_and_back_keeps_runs_and_views(tmp_p
     assert migrate(db) == head_revision()
     with db.connect() as conn:
         assert conn.execute(text("SELECT id, owner FROM runs")).all() == [("r", None)]
+    db.dispose()
+
+
+def test_0007_gives_each_fork_of_a_shared_prefill_its_share_and_back(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    url = config.database_url(tmp_path)
+    db = create_engine(url)
+    assert migrate(db, "0005") == "0005"
+    run = ("INSERT INTO runs (id, problem_set, problem_set_hash, budget, attempts, no_graft, model_name, "
+           "model_fingerprint, status, started_at, decode_schedule) VALUES (:id, 's', :h, 8, 4, 0, 'm', :h, "
+           "'finished', '2025-01-01 00:00:00', :schedule)")
+    attempt = ("INSERT INTO attempts (run_id, problem_id, attempt_index, route, grafted_artifact_sha, prompt_tokens, "
+               "prefill_tokens, restored_tokens, decode_tokens, budget, budget_exhausted, verified, created_at) "
+               "VALUES (:run, 'p', :k, 'near', :sha, 10, 10, 7, 5, 8, 0, 0, '2025-01-01 00:00:00')")
+    with db.begin() as conn:   # before 0007, each of K = 4 forks carried the whole prefill (10) and restore (7)
+        conn.execute(text("INSERT INTO problems (id, text, text_hash, created_at) VALUES "
+                          "('p', 't', :h, '2025-01-01 00:00:00')"), {"h": "0" * 64})
+        conn.execute(text(run), {"id": "batched", "h": "0" * 64, "schedule": '{"slots":4}'})
+        conn.execute(text(run), {"id": "unbatched", "h": "0" * 64, "schedule": None})
+        for run_id in ("batched", "unbatched"):
+            for k in range(4):
+                conn.execute(text(attempt), {"run": run_id, "k": k, "sha": "a" * 64})
+                conn.execute(text("INSERT INTO grafts (attempt_id, artifact_sha256, outcome, restored_tokens, "
+                                  "created_at) VALUES ((SELECT max(id) FROM attempts), :sha, 'ok', 7, "
+                                  "'2025-01-01 00:00:00')"), {"sha": "a" * 64})
+        conn.execute(text("INSERT INTO attempts (run_id, problem_id, attempt_index, route, grafted_artifact_sha, "
+                          "prompt_tokens, prefill_tokens, restored_tokens, decode_tokens, budget, budget_exhausted, "
+                          "verified, created_at) VALUES ('batched', 'p', 4, 'near', :sha, 0, 0, 7, 0, 0, 1, 0, "
+                          "'2025-01-01 00:00:00')"), {"sha": "a" * 64})   # the run budget ran dry: nothing ran
+    assert migrate(db) == head_revision()
+    query = text("SELECT prompt_tokens, prefill_tokens, restored_tokens FROM attempts WHERE run_id = :r "
+                 "AND budget > 0 ORDER BY attempt_index")
+    with db.connect() as conn:
+        batched = conn.execute(query, {"r": "batched"}).all()
+        assert [tuple(r) for r in batched] == [(10, 3, 2), (10, 3, 2), (10, 2, 2), (10, 2, 1)]  # sums 10 and 7
+        assert conn.execute(text("SELECT restored_tokens FROM attempts WHERE budget = 0")).scalar() == 0
+        assert conn.execute(text("SELECT sum(computed_tokens) FROM attempt_costs WHERE run_id = 'batched'")
+                            ).scalar() == 10 + 4 * 5
+        unbatched = conn.execute(query, {"r": "unbatched"}).all()    # before batching: nothing was shared
+        assert [tuple(r) for r in unbatched] == [(10, 10, 7)] * 4
+    with db.connect() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0005")
+        conn.commit()
+        assert [tuple(r) for r in conn.execute(query, {"r": "batched"}).all()] == [(10, 10, 7)] * 4
+        assert conn.execute(text("SELECT count(*) FROM grafts")).scalar() == 8
     db.dispose()

@@ -75,8 +75,8 @@ def exact_catalog(tmp_path: Path) -> Iterator[Catalog]:
 
 #: (tokens, joules) of each problem's baseline attempts and of its one grafted attempt, chosen so the
 #: joules per token vary as the `estimate` source's do: baseline 0.01-0.03 J/token, graft 0.025-0.05.
-#: Tokens: baseline 1,000 + 2,000 over graft 20 + 20 = a factor of 75. Energy: (20 + 40) J over
-#: (0.5 + 1.0) J = 40 pooled; range 75 x 0.01/0.05 = 15 to 75 x 0.03/0.025 = 90.
+#: Computed tokens per pass without: a 1,000 + 1,000, c 2,000; with: 20 + 20: a computed factor of 100.
+#: Energy: (40 + 40) J over (0.5 + 1.0) J = 53 pooled; range 100 x 0.01/0.05 = 20 to 100 x 0.03/0.025 = 120.
 NOISY = {"a": ([(1000, 10.0), (1000, 30.0)], (20, 0.5)), "c": ([(2000, 40.0)], (20, 1.0))}
 
 

@@ -25,16 +25,21 @@ def test_report_formats_from_the_command_line(real_catalog: RealCatalog, tmp_pat
     code, out, _ = _run(root, "--format", "json", "--run", real_catalog.graft_run, "--context-window", "4096")
     assert code == 0
     data = json.loads(out)
-    assert data["run_id"] == real_catalog.graft_run and {r["run_id"] for r in data["rows"]} == {real_catalog.graft_run}
+    assert data["run_id"] == real_catalog.graft_run
+    assert {r["run_id"] for r in data["problems"]} == {real_catalog.graft_run}
     assert any("4,096-token window" in line for line in data["summary"])
     code, out, _ = _run(root, "--format", "csv")
-    assert code == 0 and len(list(csv.DictReader(io.StringIO(out)))) == 3
+    assert code == 0 and len(list(csv.DictReader(io.StringIO(out)))) == 5   # one row per attempt
     code, out, _ = _run(root, "--format", "md")
     assert code == 0 and out.startswith("# kv-flywheel report")
     png = tmp_path / "savings.png"
     code, out, err = _run(root, "--plot", str(png))
     assert code == 0 and "times less (estimate from CPU seconds x watts" in out and "no baseline" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "plot written" in err
+    code, out, _ = _run(root, "--attempts")
+    assert code == 0 and "attempts" in out.split("energy per token")[1]   # the per-attempt table, last
+    code, out, _ = _run(root, "--format", "md", "--attempts")
+    assert code == 0 and "## Attempts" in out
 
 
 def test_report_errors_are_clean_messages(real_catalog: RealCatalog, tmp_path: Path) -> None:
@@ -57,12 +62,13 @@ def test_the_table_fits_the_width_it_is_given(real_catalog: RealCatalog, columns
     assert max(len(line) for line in lines) <= columns
     assert all(line == line.rstrip() for line in lines)  # no padding to the width: no ragged tails when piped
     text = "\n".join(lines)
-    for pid in ("p-add", "p-mul", "p-new"):  # cells are never folded across lines
+    for pid in ("p-add", "p-mul"):  # cells are never folded across lines
         assert any(f"│ {pid} " in line for line in lines), pid
-    assert "(source: estimate)" in text.replace("\n", " ")  # sentences wrap at words, nothing is lost
+    assert not any("│ p-new " in line for line in lines)   # no baseline: named in the headline, not a row
+    assert "no baseline: 1 grafted problem never measured without a graft (p-new)" in " ".join(text.split())
     if columns <= 60:
-        caption = " ".join(text.split("tokens and energy saved")[1].split("runs (flywheel passes)")[0].split())
-        assert "not shown at" in caption and "energy_saved_j" in caption and "--format csv or json" in caption
+        caption = " ".join(text.split("runs (flywheel passes)")[0].split("p-mul")[-1].split())
+        assert "not shown at" in caption and "energy_source" in caption and "--format csv or json" in caption
 
 
 def test_piped_without_columns_the_table_is_a_fixed_width(real_catalog: RealCatalog) -> None:

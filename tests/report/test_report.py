@@ -1,4 +1,4 @@
-"""The savings report: measured baselines only, exact arithmetic, estimate labels, re-scorable JSON."""
+"""The savings report: named figures, K attempts folded per problem, estimate labels, re-scorable JSON."""
 
 from __future__ import annotations
 
@@ -10,57 +10,100 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from report_fixtures import FP, GRAFT_BUDGET, PROBLEMS, RealCatalog, build_real_catalog
+from report_fixtures import FP, GRAFT_BUDGET, PROBLEMS, RealCatalog, build_real_catalog, sha
 from sqlalchemy import text
 
-from flywheel.catalog import Catalog
+from flywheel.catalog import AttemptRecord, Catalog
 from flywheel.engine import Engine
 from flywheel.errors import InputError
-from flywheel.report import ROW_COLUMNS, build_report, plot, render
+from flywheel.report import ATTEMPT_COLUMNS, PROBLEM_COLUMNS, build_report, plot, render
 from flywheel.report.output import PIPED_WIDTH, abbreviate, fit_columns, printable, to_table, wrap_header
 
-REQUIRED = {"problem_id", "run_id", "route", "baseline_tokens", "graft_tokens", "tokens_saved", "ratio",
-            "energy_j_baseline", "energy_j_graft", "energy_saved_j", "energy_source", "verified",
-            "problem_set_hash", "artifact_sha256", "logits_sha256", "model_fingerprint", "restored_tokens"}
+PROBLEM_REQUIRED = {"problem_id", "run_id", "route", "attempts", "verified", "best_attempt",
+                    "decode_tokens_without", "decode_tokens_with", "decode_factor", "computed_tokens_without",
+                    "computed_tokens_with", "computed_factor", "restored_tokens", "energy_j_without", "energy_j_with",
+                    "energy_source", "problem_set_hash", "artifact_sha256", "logits_sha256", "model_fingerprint"}
 
 
 # --- exact arithmetic on a hand-made catalog ------------------------------------------------------
 
 
-def test_baseline_is_the_mean_of_measured_ungrafted_attempts(exact_catalog: Catalog) -> None:
-    rows = build_report(exact_catalog).rows.set_index("problem_id")
-    a = rows.loc["a"]
-    assert a["baseline"] == "measured" and a["baseline_attempts"] == 2 and a["budget_exhausted_attempts"] == 1
-    assert a["baseline_tokens"] == 2000.0           # mean of 1,000 and 3,000 (budget-exhausted included)
-    assert a["graft_tokens"] == 20                  # 12 prefilled + 8 decoded; restored tokens not computed
-    assert a["tokens_saved"] == 1980.0 and a["ratio"] == 100.0
-    assert a["restored_tokens"] == 500              # the prefill avoided, reported apart
-    assert a["energy_j_baseline"] == 20.0 and a["energy_j_graft"] == 0.5 and a["energy_saved_j"] == 19.5
-    assert a["energy_source"] == "estimate" and bool(a["verified"]) is True
+def test_a_problem_is_folded_against_what_its_ungrafted_pass_spent(exact_catalog: Catalog) -> None:
+    a = build_report(exact_catalog).problems.set_index("problem_id").loc["a"]
+    # without: the base pass's two attempts together (budget-exhausted included): 900 + 2,900 decoded,
+    # 1,000 + 3,000 computed; with: the one grafted attempt, 8 decoded, 12 + 8 computed
+    assert (a["decode_tokens_without"], a["decode_tokens_with"], a["decode_factor"]) == (3800.0, 8, 475.0)
+    assert (a["computed_tokens_without"], a["computed_tokens_with"], a["computed_factor"]) == (4000.0, 20, 200.0)
+    assert a["restored_tokens"] == 500              # the prefill avoided, reported apart from both factors
+    assert (a["baseline_passes"], a["baseline_attempts"], a["budget_exhausted_without"]) == (1, 2, 1)
+    assert a["energy_j_without"] == 40.0 and a["energy_j_with"] == 0.5 and a["energy_source"] == "estimate"
+    assert bool(a["verified"]) and a["best_attempt"] == 0 and not a["verified_without"]
 
 
-def test_a_problem_without_a_measured_baseline_shows_no_baseline(exact_catalog: Catalog) -> None:
+def test_a_problem_without_a_measured_baseline_is_counted_not_compared(exact_catalog: Catalog) -> None:
     # b's only ungrafted attempt ran under another model: it is not a baseline for this one.
-    b = build_report(exact_catalog).rows.set_index("problem_id").loc["b"]
-    assert b["baseline"] == "no baseline"
-    for col in ("baseline_tokens", "tokens_saved", "ratio", "energy_j_baseline", "energy_saved_j"):
+    report = build_report(exact_catalog, "graft")
+    b = report.problems.set_index("problem_id").loc["b"]
+    for col in ("decode_tokens_without", "computed_tokens_without", "decode_factor", "computed_factor",
+                "energy_j_without"):
         assert pd.isna(b[col]), col
-    assert b["graft_tokens"] == 20 and b["energy_source"] == "estimate"
-    table = render(build_report(exact_catalog, "graft"), "table")
-    assert "no baseline" in table
+    assert b["decode_tokens_with"] == 8
+    run = report.runs.iloc[0]
+    assert run["grafted_problems"] == 2 and run["compared_problems"] == 1 and run["no_baseline"] == 1
+    table = render(report, "table")
+    assert "│ a " in table and "│ b " not in table        # one line says it, no row lists it
+    assert "no baseline: 1 grafted problem never measured without a graft (b)" in " ".join(table.split())
 
 
-def test_run_summary_counts_only_measured_savings(exact_catalog: Catalog) -> None:
+def test_the_headline_names_each_figure(exact_catalog: Catalog) -> None:
     report = build_report(exact_catalog, run_id="graft")
     run = report.runs.set_index("run_id").loc["graft"]
-    assert run["baseline_tokens"] == 2000.0 and run["graft_tokens"] == 20.0 and run["factor"] == 100.0
-    assert run["energy_factor"] == 40.0 and run["no_baseline"] == 1
-    assert run["problems"] == 2 and run["solved"] == 1 and run["accuracy"] == 0.5
-    line = report.summary_lines[0]
-    assert line.startswith("run graft: 1 problem, 2,000 baseline tokens (1 budget-exhausted attempt), "
-                           "20 graft tokens (8 decoded), a factor of 100; energy about 40 times less (estimate from "
-                           "CPU seconds x watts, not a measurement; joules per token did not vary over its 3 attempts)")
-    assert "1 grafted attempt with no baseline" in line
+    assert (run["decode_tokens_without"], run["decode_tokens_with"], run["decode_factor"]) == (3800.0, 8, 475.0)
+    assert (run["computed_tokens_without"], run["computed_tokens_with"], run["computed_factor"]) == (4000.0, 20, 200.0)
+    assert (run["verified_without"], run["verified_with"]) == (0, 1)
+    assert run["energy_factor"] == 80.0 and run["problems"] == 2 and run["verified"] == 1 and run["accuracy"] == 0.5
+    assert report.summary_lines[:5] == [
+        "run graft (running): 2 problems, 1 verified",
+        "  with a measured baseline: 1 problem, verified 0 without -> 1 with the graft",
+        "  decode tokens: 3,800 without -> 8 with (decode factor 475, the paper's measure)",
+        "  computed tokens (prefill + decode): 4,000 without -> 20 with (computed factor 200); "
+        "500 restored from grafts",
+        "  energy: about 80 times less (estimate from CPU seconds x watts, not a measurement; joules per token "
+        "did not vary over its 3 attempts)",
+    ]
+    data = json.loads(report.to_json())
+    assert {"decode_factor", "computed_factor", "decode_tokens_without", "computed_tokens_with"} <= set(
+        data["definitions"])
+    assert "paper" in data["definitions"]["decode_factor"]
+
+
+def test_k_attempts_fold_into_one_row_with_the_best_verified_attempt(exact_catalog: Catalog) -> None:
+    exact_catalog.create_run(run_id="k4", problem_set="demo", problem_set_hash="d" * 64, budget=50, attempts=4,
+                             model_name="tiny", model_fingerprint=FP)
+    for k, (decoded, verified) in enumerate([(50, False), (7, True), (9, True), (50, False)]):
+        exact_catalog.record_attempt(AttemptRecord(
+            run_id="k4", problem_id="a", attempt_index=k, route="near", budget=50, grafted_artifact_sha=sha("a"),
+            prompt_tokens=12, prefill_tokens=3, restored_tokens=125, decode_tokens=decoded, verified=verified,
+            answer=str(k), energy_joules=0.25, energy_source="estimate"))
+    report = build_report(exact_catalog, "k4")
+    (row,) = report.problems.to_dict(orient="records")
+    assert row["attempts"] == 4 and row["best_attempt"] == 1 and row["answer"] == "1" and row["verified"]
+    assert row["decode_tokens_with"] == 116 and row["computed_tokens_with"] == 116 + 12
+    assert row["restored_tokens"] == 500 and row["decode_factor"] == 3800 / 116
+    assert len(report.attempts[report.attempts["run_id"] == "k4"]) == 4   # every attempt is still there
+    assert len(list(csv.DictReader(io.StringIO(render(report, "csv"))))) == len(report.attempts)
+    head = to_table(report, width=400).split("runs (flywheel passes)")[0]
+    assert "best_attempt" in head and "│ a " in head   # one row, its best attempt shown
+
+
+def test_two_ungrafted_passes_average_to_one_baseline(exact_catalog: Catalog) -> None:
+    exact_catalog.create_run(run_id="base2", problem_set="demo", problem_set_hash="d" * 64, budget=2900,
+                             attempts=1, no_graft=True, model_name="tiny", model_fingerprint=FP)
+    exact_catalog.record_attempt(AttemptRecord(run_id="base2", problem_id="a", attempt_index=0, route="none",
+                                               budget=2900, prefill_tokens=100, decode_tokens=200,
+                                               energy_joules=2.0, energy_source="estimate"))
+    a = build_report(exact_catalog, "graft").problems.set_index("problem_id").loc["a"]
+    assert a["baseline_passes"] == 2 and a["decode_tokens_without"] == (3800 + 200) / 2
 
 
 def test_a_run_whose_process_is_gone_reads_interrupted(exact_catalog: Catalog) -> None:
@@ -84,32 +127,30 @@ def test_a_run_whose_process_is_gone_reads_interrupted(exact_catalog: Catalog) -
 def test_an_estimated_energy_factor_comes_with_its_range(noisy_catalog: Callable[..., Catalog]) -> None:
     report = build_report(noisy_catalog("estimate"), run_id="graft")
     run = report.runs.set_index("run_id").loc["graft"]
-    assert run["factor"] == 75.0 and run["energy_factor"] == 40.0
-    assert run["energy_factor_low"] == pytest.approx(15.0) and run["energy_factor_high"] == pytest.approx(90.0)
+    assert run["computed_factor"] == 100.0 and run["energy_factor"] == pytest.approx(80 / 1.5)
+    assert run["energy_factor_low"] == pytest.approx(20.0) and run["energy_factor_high"] == pytest.approx(120.0)
     assert run["energy_factor_attempts"] == 5
-    line = report.summary_lines[0]
-    assert ("a factor of 75; energy 15 to 90 times less (estimate from CPU seconds x watts, not a measurement: "
-            "the range of joules per token over its 5 attempts; 40 pooled); accuracy 2/2") in line
-    assert "40 times less energy" not in line
+    line = next(line for line in report.summary_lines if "energy:" in line)
+    assert line == ("  energy: 20 to 120 times less (estimate from CPU seconds x watts, not a measurement: "
+                    "the range of joules per token over its 5 attempts; 53 pooled)")
     data = json.loads(report.to_json())
-    assert data["runs"][0]["energy_factor_low"] == pytest.approx(15.0) and "energy_factor_range" in data["definitions"]
+    assert data["runs"][0]["energy_factor_low"] == pytest.approx(20.0) and "energy_factor_range" in data["definitions"]
     for fmt in ("table", "md"):
-        assert "energy 15 to 90 times less (estimate" in render(report, fmt)
+        assert "energy: 20 to 120 times less (estimate" in " ".join(render(report, fmt).split())
 
 
 def test_an_estimate_from_one_attempt_each_way_says_its_spread_is_unknown(
         noisy_catalog: Callable[..., Catalog]) -> None:
-    line = build_report(noisy_catalog("estimate", problems=("c",)), run_id="graft").summary_lines[0]
-    assert ("a factor of 100; energy about 40 times less (estimate from CPU seconds x watts, not a measurement; "
-            "one attempt each way, spread unknown)") in line
+    lines = build_report(noisy_catalog("estimate", problems=("c",)), run_id="graft").summary_lines
+    assert ("  energy: about 40 times less (estimate from CPU seconds x watts, not a measurement; "
+            "one attempt each way, spread unknown)") in lines
 
 
 @pytest.mark.parametrize("source", ["rapl", "nvml"])
 def test_a_measured_energy_factor_keeps_its_plain_form(noisy_catalog: Callable[..., Catalog], source: str) -> None:
-    report = build_report(noisy_catalog(source), run_id="graft")
-    line = report.summary_lines[0]
-    assert f"a factor of 75; 40 times less energy (source: {source}); accuracy 2/2" in line
-    assert "pooled" not in line and "estimate" not in line
+    lines = build_report(noisy_catalog(source), run_id="graft").summary_lines
+    assert f"  energy: 53 times less (source: {source})" in lines
+    assert not any("pooled" in line or "estimate" in line for line in lines)
 
 
 def test_long_cells_keep_both_ends_and_control_characters_are_escaped() -> None:
@@ -164,36 +205,38 @@ def test_unknown_run_is_a_user_error(exact_catalog: Catalog) -> None:
 # --- a catalog built by real attempts on the tiny model -------------------------------------------
 
 
-def test_real_runs_rows_rest_on_measured_attempts(real_catalog: RealCatalog) -> None:
+def test_real_runs_problems_rest_on_measured_attempts(real_catalog: RealCatalog) -> None:
     report = build_report(real_catalog.catalog)
-    rows = report.rows.set_index("problem_id")
-    assert REQUIRED <= set(report.rows.columns) and list(report.rows.columns) == list(ROW_COLUMNS)
+    rows = report.problems.set_index("problem_id")
+    assert PROBLEM_REQUIRED <= set(report.problems.columns) and list(report.problems.columns) == list(PROBLEM_COLUMNS)
     assert sorted(rows.index) == sorted(p.id for p in PROBLEMS) and set(rows["run_id"]) == {real_catalog.graft_run}
     att = report.attempts
     for pid in ("p-add", "p-mul"):
         base = att[(att["problem_id"] == pid) & (att["grafted"] == 0)].iloc[0]
         graft = att[(att["problem_id"] == pid) & (att["grafted"] == 1)].iloc[0]
         row = rows.loc[pid]
-        assert row["baseline_tokens"] == base["prefill_tokens"] + base["decode_tokens"]
-        assert row["graft_tokens"] == graft["prefill_tokens"] + graft["decode_tokens"] <= 30 + GRAFT_BUDGET
-        assert row["tokens_saved"] == row["baseline_tokens"] - row["graft_tokens"]
+        assert row["decode_tokens_without"] == base["decode_tokens"]
+        assert row["computed_tokens_without"] == base["prefill_tokens"] + base["decode_tokens"]
+        assert row["decode_tokens_with"] == graft["decode_tokens"] <= GRAFT_BUDGET
+        assert row["computed_tokens_with"] == graft["prefill_tokens"] + graft["decode_tokens"]
         assert row["restored_tokens"] == graft["artifact_tokens"] > 0
-        assert row["energy_saved_j"] == pytest.approx(row["energy_j_baseline"] - row["energy_j_graft"])
-        assert row["artifact_sha256"] == graft["artifact_sha256"] and len(row["artifact_logits_sha256"]) == 64
+        assert row["artifact_sha256"] == graft["artifact_sha256"] and len(row["logits_sha256"]) == 64
         assert row["model_fingerprint"] == real_catalog.fingerprint and len(row["problem_set_hash"]) == 64
-    assert rows.loc["p-new", "baseline"] == "no baseline" and pd.isna(rows.loc["p-new", "tokens_saved"])
-    assert (report.rows["energy_source"] == "estimate").all()
+    assert pd.isna(rows.loc["p-new", "decode_tokens_without"]) and pd.isna(rows.loc["p-new", "decode_factor"])
     assert set(att["energy_source"]) == {"estimate"}
 
 
-def test_real_runs_summaries_and_energy_per_token(real_catalog: RealCatalog) -> None:
+def test_real_runs_headlines_and_energy_per_token(real_catalog: RealCatalog) -> None:
     report = build_report(real_catalog.catalog, context_window=4096)
     lines = report.summary_lines
-    assert lines[0].startswith(f"run {real_catalog.baseline_run}: 2 problems without graft")
-    assert lines[1].startswith(f"run {real_catalog.graft_run}: 2 problems, ")
-    assert "times less (estimate from CPU seconds x watts, not a measurement" in lines[1]
-    assert "times less energy" not in lines[1]  # an estimate's factor never stands bare
-    assert "4,096-token window" in lines[2]
+    assert lines[0].startswith(f"run {real_catalog.baseline_run}: 2 problems, 0 verified; without a graft: ")
+    assert lines[1] == f"run {real_catalog.graft_run}: 3 problems, 0 verified"
+    assert lines[2] == "  with a measured baseline: 2 problems, verified 0 without -> 0 with the graft"
+    assert lines[3].startswith("  decode tokens: ") and "decode factor" in lines[3]
+    assert lines[4].startswith("  computed tokens (prefill + decode): ") and "computed factor" in lines[4]
+    assert "times less (estimate from CPU seconds x watts, not a measurement" in lines[5]
+    assert lines[6].startswith("  no baseline: 1 grafted problem never measured without a graft (p-new)")
+    assert "4,096-token window" in lines[7]
     ept = report.energy_per_token
     assert list(ept["energy_source"]) == ["estimate"] and ept.iloc[0]["attempts"] == 5
     assert ept.iloc[0]["j_per_token"] > 0
@@ -202,42 +245,40 @@ def test_real_runs_summaries_and_energy_per_token(real_catalog: RealCatalog) -> 
 def test_every_format_parses(real_catalog: RealCatalog) -> None:
     report = build_report(real_catalog.catalog)
     data = json.loads(render(report, "json"))
-    assert data["schema"] == "flywheel-report/1" and len(data["rows"]) == 3
-    assert all(r["energy_source"] == "estimate" for r in data["rows"])
-    parsed = list(csv.DictReader(io.StringIO(render(report, "csv"))))
-    assert [r["problem_id"] for r in parsed] == list(report.rows["problem_id"])
-    assert set(ROW_COLUMNS) == set(parsed[0]) and all(r["energy_source"] == "estimate" for r in parsed)
-    new = next(r for r in parsed if r["problem_id"] == "p-new")
-    assert new["tokens_saved"] == "" and new["baseline_attempts"] == "" and new["baseline"] == "no baseline"
-    assert next(r for r in parsed if r["problem_id"] == "p-add")["baseline_attempts"] == "1"
+    assert data["schema"] == "flywheel-report/2" and len(data["problems"]) == 3 and len(data["attempts"]) == 5
+    parsed = list(csv.DictReader(io.StringIO(render(report, "csv"))))   # one row per attempt
+    assert [(r["run_id"], r["problem_id"]) for r in parsed] == list(zip(report.attempts["run_id"],
+                                                                        report.attempts["problem_id"], strict=True))
+    assert set(ATTEMPT_COLUMNS) == set(parsed[0]) and all(r["energy_source"] == "estimate" for r in parsed)
     md = render(report, "md").splitlines()
     header = next(i for i, line in enumerate(md) if line.startswith("| problem_id"))
     assert md[header + 1].startswith("|---") and md[header].count("|") == md[header + 2].count("|")
+    assert not any(line.startswith("| p-new") for line in md)        # no baseline: one headline line, no row
     table = render(report, "table")
-    assert "tokens and energy saved" in table and "estimate" in table
+    assert "problems with a measured baseline" in table and "estimate" in table
     assert max(len(line) for line in table.splitlines()) <= PIPED_WIDTH  # the width off a terminal
     wide = to_table(report, width=400)
     header = next(line for line in wide.splitlines() if "problem_id" in line)
-    assert "baseline_tokens" in header and "energy_saved_j" in header  # headers whole when there is room
-    assert "not shown" not in wide.split("runs (flywheel passes)")[0]
+    assert "decode_tokens_without" in header and "computed_factor" in header  # headers whole when there is room
+    assert "│ attempt_index" not in wide and "attempt_index" in to_table(report, width=400, attempts=True)
 
 
 def test_json_is_enough_to_rescore_without_the_engine(real_catalog: RealCatalog) -> None:
     data = json.loads(build_report(real_catalog.catalog, run_id=real_catalog.graft_run).to_json())
     attempts = data["attempts"]
     assert {a["run_id"] for a in attempts} == {real_catalog.baseline_run, real_catalog.graft_run}
-    for row in data["rows"]:
-        base = [a["prefill_tokens"] + a["decode_tokens"] for a in attempts
-                if a["problem_id"] == row["problem_id"] and a["grafted"] == 0
+    for row in data["problems"]:
+        base = [a for a in attempts if a["problem_id"] == row["problem_id"] and a["grafted"] == 0
                 and a["model_fingerprint"] == row["model_fingerprint"]]
-        graft = next(a for a in attempts if a["attempt_id"] and a["grafted"] == 1
-                     and a["problem_id"] == row["problem_id"] and a["run_id"] == row["run_id"])
-        assert graft["reference"] is not None and graft["answer"] == row["answer"]
+        graft = [a for a in attempts if a["grafted"] == 1 and a["problem_id"] == row["problem_id"]
+                 and a["run_id"] == row["run_id"]]
+        assert all(a["reference"] is not None for a in graft) and graft[0]["answer"] == row["answer"]
+        assert row["decode_tokens_with"] == sum(a["decode_tokens"] for a in graft)
         if not base:
-            assert row["baseline_tokens"] is None and row["tokens_saved"] is None
+            assert row["decode_tokens_without"] is None and row["decode_factor"] is None
             continue
-        assert row["baseline_tokens"] == sum(base) / len(base)
-        assert row["tokens_saved"] == row["baseline_tokens"] - row["graft_tokens"]
+        assert row["decode_tokens_without"] == sum(a["decode_tokens"] for a in base)   # one pass
+        assert row["decode_factor"] == row["decode_tokens_without"] / row["decode_tokens_with"]
 
 
 def test_plot_writes_a_png(real_catalog: RealCatalog, tmp_path: Path) -> None:
@@ -245,25 +286,21 @@ def test_plot_writes_a_png(real_catalog: RealCatalog, tmp_path: Path) -> None:
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert (width, height) == (1000, 400)
+    assert (width, height) == (1100, 450)
 
 
-def test_plot_labels_accuracy_bars_and_never_draws_a_missing_baseline_as_zero(real_catalog: RealCatalog) -> None:
-    import numpy as np
-
+def test_plot_shows_tokens_per_problem_on_a_log_axis_and_short_pass_labels(real_catalog: RealCatalog) -> None:
     from flywheel.report.plots import figure
 
     report = build_report(real_catalog.catalog)
-    ax_saved, ax_acc = figure(report).axes
-    bar_labels = [t.get_text() for t in ax_acc.texts]
-    assert bar_labels == [f"{s}/{p}" for s, p in zip(report.runs["solved"], report.runs["problems"], strict=True)]
-    no_baseline = report.runs["tokens_saved"].isna().tolist()
-    assert any(no_baseline)  # the --no-graft pass has nothing to save against
-    assert [t.get_text() for t in ax_saved.texts] == ["no baseline"] * sum(no_baseline)
-    (points,) = ax_saved.lines
-    assert points.get_linestyle() == "None"
-    assert np.asarray(points.get_xdata()).size == len(no_baseline) - sum(no_baseline)
-    assert all(float(y).is_integer() for y in ax_saved.get_yticks())
+    ax_tok, ax_acc = figure(report).axes
+    assert ax_tok.get_yscale() == "log"
+    measured = report.problems[report.problems["decode_tokens_without"].notna()]
+    assert [t.get_text() for t in ax_tok.get_xticklabels()] == list(measured["problem_id"])   # p-new: no baseline
+    assert "1 grafted problem with no baseline" in ax_tok.get_title()
+    assert [t.get_text() for t in ax_acc.get_xticklabels()] == ["pass 1", "pass 2"]
+    assert [t.get_text() for t in ax_acc.texts] == [f"{s}/{p}" for s, p in zip(report.runs["verified"],
+                                                                               report.runs["problems"], strict=True)]
 
 
 @pytest.mark.real_model
@@ -273,11 +310,29 @@ def test_real_default_model_report(real_engine: Engine, tmp_path: Path) -> None:
                                graft_budget=4)
     try:
         report = build_report(built.catalog)
-        row = report.rows.set_index("problem_id").loc["p-add"]
-        assert row["graft_decode_tokens"] <= 4 and row["restored_tokens"] > row["graft_prefill_tokens"]
-        assert row["tokens_saved"] == row["baseline_tokens"] - row["graft_tokens"] > 0
-        assert row["energy_source"] == "estimate" and row["energy_j_graft"] < row["energy_j_baseline"]
+        row = report.problems.set_index("problem_id").loc["p-add"]
+        assert row["decode_tokens_with"] <= 4 and row["restored_tokens"] > row["computed_tokens_with"]
+        assert row["decode_factor"] > 1 and row["computed_factor"] > 1
+        assert row["energy_source"] == "estimate" and row["energy_j_with"] < row["energy_j_without"]
         assert "32,768-token window" in report.context.iloc[0]["summary"]  # read from the prepared config
-        assert report.rows.set_index("problem_id").loc["p-mul", "baseline"] == "no baseline"
+        assert pd.isna(report.problems.set_index("problem_id").loc["p-mul", "decode_tokens_without"])
     finally:
         built.library.close()
+
+
+def test_the_problem_savings_view_states_the_reports_figures_in_sql(exact_catalog: Catalog) -> None:
+    exact_catalog.create_run(run_id="k2", problem_set="demo", problem_set_hash="d" * 64, budget=50, attempts=2,
+                             model_name="tiny", model_fingerprint=FP)
+    for k in range(2):
+        exact_catalog.record_attempt(AttemptRecord(
+            run_id="k2", problem_id="a", attempt_index=k, route="near", budget=50, grafted_artifact_sha=sha("a"),
+            prompt_tokens=12, prefill_tokens=6, restored_tokens=250, decode_tokens=10 + k, verified=k == 1))
+    report = build_report(exact_catalog)
+    cols = ("run_id", "problem_id", "attempts", "decode_tokens_without", "decode_tokens_with", "decode_factor",
+            "computed_tokens_without", "computed_tokens_with", "computed_factor", "restored_tokens")
+    with exact_catalog.db.connect() as conn:
+        sql = conn.execute(text(f"SELECT {', '.join(cols)} FROM problem_savings ORDER BY run_id, problem_id")).all()
+    folded = report.problems.sort_values(["run_id", "problem_id"])
+    assert [tuple(r) for r in sql] == [tuple(None if pd.isna(v) else v for v in row)
+                                       for row in folded[list(cols)].itertuples(index=False)]
+    assert ("k2", "a", 2, 3800.0, 21, 3800 / 21, 4000.0, 33, 4000 / 33, 500) in [tuple(r) for r in sql]
