@@ -47,14 +47,16 @@ def write_set(problems: list[Problem], path: Path) -> Path:
 def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DEMO_BUDGET,
              champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_PER_FAMILY,
              attempts: int = config.DEMO_ATTEMPTS,
-             slots: int | None = None, dtype: str | None = None) -> dict[str, Any]:
+             slots: int | None = None, dtype: str | None = None,
+             calculator: bool | None = None) -> dict[str, Any]:
     """Seed -> pass 1 -> curated CHAMP deposits -> pass 2 (see the module docstring); returns both summaries."""
     library = workdir / "library"
     problems = demo_problems(champ, per_family)
     spec = str(write_set(problems, workdir / "demo-set.jsonl"))
     cfg = RunConfig(problems=spec, budget=budget, attempts=attempts, model=config.model_name(model),
                     library=str(library), **({"slots": slots} if slots else {}),
-                    **({"dtype": dtype} if dtype else {}))
+                    **({"dtype": dtype} if dtype else {}),
+                    **({"calculator": calculator} if calculator is not None else {}))
     eng = run_env(cfg).engine()
     lib = run_env(cfg).open_library()
     siblings = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR)

@@ -54,7 +54,7 @@ from flows.tasks import (
     route_problem,
     verify,
 )
-from flywheel import config
+from flywheel import calculator, config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, solve_many
 from flywheel.catalog import AttemptRecord, GraftRecord
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
@@ -101,6 +101,8 @@ class RunConfig(BaseModel):
                               description="worker processes of the temporary local Dask cluster")
     dtype: config.RunDType = Field(config.DEFAULT_DTYPE, description="engine dtype; bfloat16 is opt-in "
                                                   "(its own fingerprint: float32 artifacts are refused)")
+    calculator: bool = Field(config.DEFAULT_CALCULATOR, description="hand 'expression =' arithmetic to the "
+                             "engine's exact calculator (flywheel.calculator); part of the decode schedule")
     slots: int = Field(DEFAULT_SLOTS, ge=1, le=config.MAX_SLOTS, description="decode slots: attempts decoded together "
                        "(a slot's bits do not depend on this number; see flywheel.decode)")
     router: RouterConfig = Field(default_factory=RouterConfig, description="routing thresholds and index; "
@@ -270,7 +272,8 @@ def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done:
         attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled and not recurrence else None)
                     for k in pending]
         yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
-                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision)
+                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision,
+                         calculator=cfg.calculator)
 
 
 def _counting(jobs: Iterator[AttemptJob], open_forks: dict[str, int]) -> Iterator[AttemptJob]:
@@ -383,7 +386,8 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     if window and cfg.budget > window:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
                          hint=f"a decode budget of at most {window:,} tokens")
-    schedule = DecodeSchedule(cfg.slots, dtype=cfg.dtype).to_dict()
+    schedule = DecodeSchedule(cfg.slots, dtype=cfg.dtype,
+                              calculator=calculator.CALCULATOR if cfg.calculator else None).to_dict()
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule,
                     settings=cfg.settings())
@@ -573,13 +577,14 @@ def summarize(lib: Library, run_id: str, flow_run_id: str | None, spec: str, set
             "problem_id": pid, "answer": best.answer, "verified": bool(best.verified), "route": best.route,
             "grafted_artifact": best.grafted_artifact_sha, "attempts": len(attempts),
             "decode_tokens": sum(a.decode_tokens for a in attempts),
+            "tool_tokens": sum(a.tool_tokens for a in attempts),
             "prefill_tokens": sum(a.prefill_tokens for a in attempts),
             "restored_tokens": sum(a.restored_tokens for a in attempts),
             "budget_exhausted": bool(best.budget_exhausted), "refused_grafts": refused,
             "verdict": best.verdict_status, "wall_seconds": sum(a.wall_seconds or 0.0 for a in attempts),
         })
     # exact: K attempts that shared one graft restore and prefill carry shares of it (flywheel.attempt.apportion)
-    totals = {k: sum(r[k] for r in results) for k in ("decode_tokens", "prefill_tokens", "restored_tokens")}
+    totals = {k: sum(r[k] for r in results) for k in ("decode_tokens", "tool_tokens", "prefill_tokens", "restored_tokens")}
     totals["computed_tokens"] = totals["prefill_tokens"] + totals["decode_tokens"]
     totals["verified"] = sum(r["verified"] for r in results)
     totals["problems"] = len(results)

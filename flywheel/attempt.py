@@ -87,6 +87,7 @@ class AttemptResult:
     energy_joules: float | None = None   # set by the caller that metered the attempt
     energy_source: str | None = None     # nvml | rapl | estimate
     stop_reason: StopReason | None = None  # stop rule, eos, or budget (None: never decoded)
+    tool_tokens: int = 0   # tokens the calculator forced (in `text`, not in `decode_tokens`)
     shared_by: int = 1  # forks that shared this attempt's graft restore and prefill (1: it ran alone)
     fork: int = 0       # this attempt's place among them (0-based), which decides its share's rounding
 
@@ -178,12 +179,13 @@ def prepare_attempt(engine: Engine, library: Library | None, problem: Problem, *
 
 
 def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, temperature: float,
-                   tag: Any = None) -> DecodeRequest:
+                   tag: Any = None, calculator: bool = False) -> DecodeRequest:
     """The decoder's request for one attempt of `prepared` (budget 0: finished at admission)."""
     if prepared.cache is None or prepared.logits is None:
         return DecodeRequest(DynamicCache(), torch.empty(0), 0, tag=tag)
     return DecodeRequest(prepared.cache, prepared.logits, budget, stop=prepared.stop_rule(),
-                         temperature=temperature, seed=seed, tag=tag)
+                         temperature=temperature, seed=seed, tag=tag,
+                         calculator=calculator and prepared.mode == "solve")   # a recurrence copies its answer
 
 
 def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOutcome, *, budget: int,
@@ -197,7 +199,8 @@ def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOut
     return AttemptResult(
         text=text, answer=extract(text, prepared.mode) if outcome.tokens else None, mode=prepared.mode,
         grafted_artifact=prepared.grafted, restored_tokens=prepared.restored_tokens if budget > 0 else 0,
-        prefill_tokens=prepared.prefill_tokens if budget > 0 else 0, decode_tokens=len(outcome.tokens), budget=budget,
+        prefill_tokens=prepared.prefill_tokens if budget > 0 else 0,
+        decode_tokens=len(outcome.tokens) - outcome.tool_tokens, tool_tokens=outcome.tool_tokens, budget=budget,
         budget_exhausted=outcome.stop_reason == "budget", wall_seconds=wall_seconds,
         logits_sha256=logits_sha256(prepared.logits) if prepared.logits is not None else None,
         seed=seed if temperature > 0 and seed is not None else None, refused=list(prepared.refused),
@@ -237,6 +240,7 @@ class AttemptJob:
     attempts: list[tuple[int, int, int | None]]
     temperature: float = 0.0
     tag: Any = None
+    calculator: bool = False   # hand `expression =` arithmetic to flywheel.calculator
 
 
 def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJob], *,
@@ -277,7 +281,8 @@ def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJo
                 fork, part = (next(forks), 1 / share) if budget > 0 else (0, 0.0)
                 ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules * part,
                                  prepared.seconds * part, share, fork)
-                yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket)
+                yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket,
+                                     calculator=job.calculator)
 
     try:
         for outcome in decoder.run(requests(), progress=progress, step_meter=metered if meter else None):

@@ -27,6 +27,8 @@ DEFAULT_BUDGET = 160
 DEFAULT_ATTEMPTS = 1
 #: Base sampling seed of a pass.
 DEFAULT_SEED = 0
+#: Exact arithmetic in the decode schedule (flywheel.calculator) unless --no-calculator; see BENCHMARKS.md.
+DEFAULT_CALCULATOR = False
 #: Where a pass runs its problems: this process (`thread`), or Dask worker processes (`dask`).
 TaskRunnerKind = Literal["thread", "dask"]
 TASK_RUNNERS: tuple[TaskRunnerKind, ...] = get_args(TaskRunnerKind)

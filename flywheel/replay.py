@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
+from flywheel.calculator import CALCULATOR
 from flywheel.catalog.records import bounded_text
 from flywheel.errors import FlywheelError, InputError
 from flywheel.problemsets import Problem
+from flywheel.sampling import SAMPLER
 
 if TYPE_CHECKING:
     from flywheel.catalog.models import AttemptRow
@@ -90,17 +92,27 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
                          f"{engine.fingerprint.digest[:12]}",
                          hint=f"load {run.model_name} with the run's dtype ({run.decode_schedule or 'float32'})")
     verifier = _verifier(run.settings)
+    schedule = json.loads(run.decode_schedule) if run.decode_schedule else {}
+    tool = schedule.get("calculator")
+    if tool not in (None, CALCULATOR):
+        raise InputError(f"run {run_id} handed arithmetic to calculator {tool!r}; this version has {CALCULATOR!r}",
+                         hint="replay it with the version of kv-flywheel that ran it")
     out = []
     for row in replayable(library, run_id, n):
+        if row.seed is not None and schedule.get("sampler") != SAMPLER:
+            raise InputError(f"run {run_id} sampled under {schedule.get('sampler') or 'the previous sampler'}; "
+                             f"this version samples with {SAMPLER}, so its sampled attempts cannot be replayed",
+                             hint="replay its greedy runs, or use the version of kv-flywheel that ran it")
         prob = library.catalog.get_problem(row.problem_id)
         assert prob is not None   # a foreign key
         problem = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
         temperature = SAMPLE_TEMPERATURE if row.seed is not None else 0.0
         job = AttemptJob(problem, row.route, row.grafted_artifact_sha,  # type: ignore[arg-type]
-                         [(row.attempt_index, row.budget, row.seed)], temperature)
+                         [(row.attempt_index, row.budget, row.seed)], temperature, calculator=tool is not None)
         _, _, result = next(solve_many(engine, library, [job], slots=1))
         verdict = problem.check(result.answer, config=verifier)
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,
+                    "tool_tokens": result.tool_tokens,
                     "answer": result.answer, "verified": verdict.equivalent, "verdict_status": verdict.status,
                     "stop_reason": result.stop_reason, "grafted_artifact_sha": result.grafted_artifact}
         if row.text is not None:   # rows before 0003 kept no text (and no stop reason): not compared

@@ -145,6 +145,7 @@ class AttemptRow(Base):
     prefill_tokens: Mapped[int] = mapped_column(default=0)  # its share of the tokens actually prefilled (computed)
     restored_tokens: Mapped[int] = mapped_column(default=0)  # its share of the tokens restored (prefill avoided)
     decode_tokens: Mapped[int] = mapped_column(default=0)
+    tool_tokens: Mapped[int] = mapped_column(default=0, server_default="0")  # forced by the calculator (0008)
     budget: Mapped[int]  # this attempt's decode budget
     budget_exhausted: Mapped[bool] = mapped_column(default=False)
     answer: Mapped[str | None] = mapped_column(Text)

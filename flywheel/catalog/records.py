@@ -121,6 +121,7 @@ class AttemptRecord:
     prefill_tokens: int = 0   # its share of the prefill the pass actually ran (K forks: 1/K each)
     restored_tokens: int = 0  # its share of the tokens actually restored from the graft
     decode_tokens: int = 0
+    tool_tokens: int = 0      # tokens the calculator forced (in `text`, not in `decode_tokens`)
     budget_exhausted: bool = False
     answer: str | None = None
     verified: bool = False
@@ -143,7 +144,7 @@ class AttemptRecord:
             budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
             grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
             prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
-            decode_tokens=result.decode_tokens, budget_exhausted=result.budget_exhausted, answer=result.answer,
+            decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens, budget_exhausted=result.budget_exhausted, answer=result.answer,
             verified=verdict.equivalent, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
             energy_joules=result.energy_joules, energy_source=result.energy_source,
             logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),

@@ -22,7 +22,10 @@ _BUDGET_HELP = f"Decode-token budget per attempt (default {config.DEFAULT_BUDGET
 
 
 def _schedule_options(f: Any) -> Any:
-    """--slots and --dtype, shared by the commands that run passes."""
+    """--slots, --dtype and --calculator/--no-calculator, shared by the commands that run passes."""
+    f = click.option("--calculator/--no-calculator", default=None,
+                     help="Exact arithmetic in the decode schedule: after 'expression =' the engine feeds the "
+                          f"result (default {'on' if config.DEFAULT_CALCULATOR else 'off'}; recorded with the run).")(f)
     f = click.option("--dtype", type=click.Choice(config.RUN_DTYPES), default=None,
                      help=f"Engine dtype (default {config.DEFAULT_DTYPE}; bfloat16 is opt-in and fingerprinted: "
                           "float32 artifacts are refused under it).")(f)
@@ -129,7 +132,7 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int | None, attempts: int, seed: int,
         limit: int | None, no_graft: bool, no_deposit: bool, run_id: str | None, task_runner: str | None,
         dask_address: str | None, dask_workers: int | None, slots: int | None, dtype: str | None,
-        as_json: bool) -> None:
+        calculator: bool | None, as_json: bool) -> None:
     """One flywheel pass: route, attempt under budget, verify, deposit, record.
 
     Attempts are decoded together on --slots decode slots; the K attempts of a problem
@@ -148,7 +151,8 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
                          hint="add --task-runner dask, or drop the --dask-* options")
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
                   limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
-                  dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype)
+                  dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype,
+                  calculator=calculator)
     from flows.run import flywheel_run
 
     with _progress(True):
@@ -191,7 +195,7 @@ def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, atte
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: int | None, attempts: int, seed: int,
-             limit: int | None, slots: int | None, dtype: str | None, as_json: bool) -> None:
+             limit: int | None, slots: int | None, dtype: str | None, calculator: bool | None, as_json: bool) -> None:
     """Held-out transfer: accuracy with vs without near grafts, same problems and seeds, 95% Wilson interval.
 
     \b
@@ -200,7 +204,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
     """
     _check_sets(library_set)
     cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit, slots=slots,
-                  dtype=dtype)
+                  dtype=dtype, calculator=calculator)
     from flows.evaluate import heldout_eval
 
     with _progress(True):
@@ -240,7 +244,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
 def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: int,
           budget: int | None, curated: int, seed: int, near_members: int | None, plot_path: Path | None,
           slots: int | None,
-          dtype: str | None, as_json: bool) -> None:
+          dtype: str | None, calculator: bool | None, as_json: bool) -> None:
     """The capability measurement: train passes on the model's own verified solutions, then held-out
     accuracy with vs without near grafts, paired (Wilson intervals, exact McNemar test).
 
@@ -254,7 +258,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     from flows import study as st
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
-                  attempts=attempts, near_members=near_members)
+                  attempts=attempts, near_members=near_members, calculator=calculator)
     with _progress(True):
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated,
                            progress=lambda line: click.echo(line, err=True))
@@ -290,7 +294,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, per_family: int,
-         attempts: int, slots: int | None, dtype: str | None, as_json: bool) -> None:
+         attempts: int, slots: int | None, dtype: str | None, calculator: bool | None, as_json: bool) -> None:
     """The flywheel end to end: sibling-seeded pass 1 with self-deposits, curated CHAMP deposits, pass 2 from grafts.
 
     \b
@@ -304,7 +308,7 @@ def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, pe
     workdir = workdir or Path(tempfile.mkdtemp(prefix="flywheel-demo-"))
     with _progress(True):
         given: dict[str, Any] = {"budget": budget, "champ": n_champ, "per_family": per_family, "attempts": attempts,
-                                 "slots": slots, "dtype": dtype}
+                                 "slots": slots, "dtype": dtype, "calculator": calculator}
         out = run_demo(workdir, model=s.model, **{k: v for k, v in given.items() if v is not None})
     for line in describe(out):
         click.echo(line, err=as_json)

@@ -68,7 +68,7 @@ def test_migrations_are_ordered_and_named() -> None:
 
     script = ScriptDirectory.from_config(alembic_config())
     chain = [rev for rev in script.walk_revisions("base", "heads")][::-1]   # oldest first
-    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005", "0007"]
+    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005", "0007", "0008"]
     for rev in chain:
         assert Path(rev.path).name.startswith(f"{rev.revision}_") and rev.doc   # ordered, named, described
 
@@ -220,4 +220,29 @@ def test_0007_gives_each_fork_of_a_shared_prefill_its_share_and_back(tmp_path: P
         conn.commit()
         assert [tuple(r) for r in conn.execute(query, {"r": "batched"}).all()] == [(10, 10, 7)] * 4
         assert conn.execute(text("SELECT count(*) FROM grafts")).scalar() == 8
+    db.dispose()
+
+
+def test_0008_counts_tool_tokens_apart_zero_for_older_attempts_and_back(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    db = create_engine(config.database_url(tmp_path))
+    assert migrate(db, "0007") == "0007"
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO runs (id, problem_set, problem_set_hash, budget, attempts, model_name, "
+                          "model_fingerprint, no_graft, status, started_at) VALUES ('r', 's', 'h', 8, 1, 'm', 'f', "
+                          "0, 'finished', CURRENT_TIMESTAMP)"))
+        conn.execute(text("INSERT INTO problems (id, text, text_hash, source, created_at) VALUES ('p', 'x', 'hx', 's', CURRENT_TIMESTAMP)"))
+        conn.execute(text("INSERT INTO attempts (run_id, problem_id, attempt_index, route, budget, decode_tokens, "
+                          "prompt_tokens, prefill_tokens, restored_tokens, budget_exhausted, verified, created_at) "
+                          "VALUES ('r', 'p', 0, 'none', 8, 5, 3, 3, 0, 0, 0, CURRENT_TIMESTAMP)"))
+    assert migrate(db) == head_revision()
+    with db.connect() as conn:
+        assert conn.execute(text("SELECT decode_tokens, tool_tokens FROM attempts")).all() == [(5, 0)]
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0007")
+        conn.commit()
+        assert conn.execute(text("SELECT count(*) FROM problem_savings")).scalar() == 0   # the view is back
+    assert "tool_tokens" not in {c["name"] for c in inspect(db).get_columns("attempts")}
     db.dispose()

@@ -23,7 +23,7 @@ FRESH = {"id": "lin-b", "problem": "Solve for x: 2x + 1 = 7.", "reference": "3"}
 
 
 class CountingEngine(Engine):
-    """The tiny model, counting the tokens it prefills and the tokens it decodes (one pick per token)."""
+    """The tiny model, counting the tokens it prefills and the tokens it decodes (one pick per row per token)."""
 
     prefilled = 0
     decoded = 0
@@ -32,9 +32,9 @@ class CountingEngine(Engine):
         type(self).prefilled += len(ids)
         return super().prefill(ids, cache, **kw)
 
-    def pick_next(self, logits: Any, temperature: float, generator: Any, produced: Any) -> int:
-        type(self).decoded += 1
-        return super().pick_next(logits, temperature, generator, produced)
+    def pick_tokens(self, logits: Any, temperatures: Any, generators: Any, produced: Any) -> list[int]:
+        type(self).decoded += len(produced)
+        return super().pick_tokens(logits, temperatures, generators, produced)
 
 
 @pytest.fixture(scope="module")
