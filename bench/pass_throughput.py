@@ -15,6 +15,7 @@ Also, on the same step logits: the sampler's cost per step, the previous one (so
 multinomial per row) beside the batched one (`flywheel.sampling`).
 
     .venv/bin/python bench/pass_throughput.py                       # 20 problems, K=4, budget 64, B=16 (< 5 min)
+    .venv/bin/python bench/pass_throughput.py --near-members 5        # ~700-token composite grafts
     .venv/bin/python bench/pass_throughput.py --per-family 4 --slots 32 --json
 
 JSON keys: `decoder_tokens_per_s`, `pass_tokens_per_s`, `pass_efficiency` (their ratio),
@@ -57,7 +58,7 @@ def seed_library(root: Path, model: str) -> dict[str, Any]:
 
 
 def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int, slots: int,
-                  seed: int) -> dict[str, Any]:
+                  seed: int, members: int) -> dict[str, Any]:
     """Route and prepare every problem as a pass does, then decode all its sampled attempts on the slots."""
     from flows import runtime
     from flywheel.attempt import SAMPLE_TEMPERATURE, decode_request, prepare_attempt
@@ -66,12 +67,12 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
     from flywheel.router import RouterConfig
 
     eng = runtime.engine(model)
-    lib = runtime.library(str(root), config.database_url(root, None), RouterConfig())
+    lib = runtime.library(str(root), config.database_url(root, None), RouterConfig(near_members=members))
     problems = load_problem_set(spec).problems
     start = time.perf_counter()
     prepared = []
     for p in problems:
-        decision = lib.route(eng, p.text, members=RouterConfig().near_members)
+        decision = lib.route(eng, p.text, members=members)
         prepared.append(prepare_attempt(eng, lib, p, route=decision.kind, artifact_sha=decision.artifact_sha))
     prepare_s = time.perf_counter() - start
     requests = [decode_request(pa, budget, seed=seed + k, temperature=SAMPLE_TEMPERATURE, tag=(i, k))
@@ -90,12 +91,12 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
 
 
 def real_pass(root: Path, model: str, spec: str, attempts: int, budget: int, slots: int,
-              seed: int) -> dict[str, Any]:
+              seed: int, members: int) -> dict[str, Any]:
     """One `flywheel_run` flow over the same problems; its summary's timing and totals."""
     from flows.run import RunConfig, flywheel_run
 
     cfg = RunConfig(problems=spec, attempts=attempts, budget=budget, slots=slots, seed=seed, library=str(root),
-                    model=model)
+                    model=model, near_members=members)
     start = time.perf_counter()
     summary = flywheel_run(cfg)
     wall = time.perf_counter() - start
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempts", type=int, default=4)
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--slots", type=int, default=16)
+    ap.add_argument("--near-members", type=int, default=1,
+                    help="related solutions grafted together on a near route (5: ~700-token grafts)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -153,10 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pass-bench-") as tmp:
         root = Path(tmp) / "library"
         setup = seed_library(root, args.model)
-        dec = decoder_alone(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED)
-        run = real_pass(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED)
+        dec = decoder_alone(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED,
+                            args.near_members)
+        run = real_pass(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED,
+                        args.near_members)
         sampler = sampler_cost(args.model, args.slots)
     report = {"problems": spec, "attempts": args.attempts, "budget": args.budget, "slots": args.slots,
+              "near_members": args.near_members,
               "model": args.model, "decoder_tokens_per_s": dec["tokens_per_s"], "pass_tokens_per_s": run["tokens_per_s"],
               "pass_efficiency": run["tokens_per_s"] / dec["tokens_per_s"], "breakdown": run["breakdown"],
               "decoder": dec, "pass": run, "sampler": sampler, "setup": setup,
@@ -164,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"{spec}, K={args.attempts} sampled (T=0.7), budget {args.budget}, B={args.slots}, {args.model}")
+    print(f"{spec}, K={args.attempts} sampled (T=0.7), budget {args.budget}, B={args.slots}, "
+          f"{args.near_members} near member(s), {args.model}")
     print(f"library: {setup['artifacts']} near grafts; requests' context median {dec['context_tokens_median']:.0f} "
           f"tokens (max {dec['context_tokens_max']}), {dec['grafted']}/{dec['problems']} problems grafted")
     print(f"decoder alone : {dec['decode_tokens']:6d} decode tokens in {dec['decode_wall_s']:6.1f} s = "
