@@ -281,7 +281,7 @@ def test_clean_bundle_imports_whole_and_routes_its_verified_entries(bundle: Path
 
 def test_same_problem_text_under_a_new_id_is_filed_under_the_existing_problem(
         bundle: Path, target: Library, tiny_gemma: Engine) -> None:
-    target.deposit(tiny_gemma, Problem(id="mine-7", text="  solve for X: 2x+3=7 ", reference="2"),
+    target.deposit(tiny_gemma, Problem(id="mine-7", text="  Solve for x:\n 2x+3=7 ", reference="2"),
                    "Subtract 3, divide by 2: x = 2.", "2")
     import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
     ids = {a.problem_id for a in target.catalog.list_artifacts(include_unverified=True)}
@@ -302,7 +302,7 @@ def test_unverified_deposit_never_stores_an_answer_its_reference_contradicts(tar
 
 def test_deposit_of_the_same_text_under_a_new_id_is_recognised(target: Library, tiny_gemma: Engine) -> None:
     first = target.deposit(tiny_gemma, LINEAR, "2x = 4, so x = 2.", "2")
-    again = target.deposit(tiny_gemma, Problem(id="lin-copy", text=LINEAR.text.upper(), reference="2"),
+    again = target.deposit(tiny_gemma, Problem(id="lin-copy", text=LINEAR.text.replace(" ", "\t "), reference="2"),
                            "2x = 4, so x = 2.", "2")
     assert again.problem_id == first.problem_id and again.artifact_sha256 == first.artifact_sha256
     assert again.created is False and target.catalog.get_problem("lin-copy") is None
