@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from flywheel.errors import ArtifactError, BundleRefusedError, InputError
+from flywheel.errors import ArtifactError, BundleRefusedError, DepositRefusedError, InputError
 from flywheel.fsutil import atomic_writer
 from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
 from flywheel.terminal import printable
@@ -297,12 +297,13 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     from flywheel.catalog.normalize import text_hash
     from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, StagedDeposit, contradicted
     from flywheel.problemsets import Problem
-    from flywheel.prompts import graft_prefix
+    from flywheel.prompts import graft_prefix, template_break
 
     fp = engine.fingerprint
     listed: set[str] = set()
     ids: dict[str, str] = {}            # problem id -> text hash, within the bundle
     by_text: dict[str, str] = {}        # text hash -> first problem id, within the bundle
+    refs: dict[str, str] = {}           # problem id -> its reference ("" none), within the bundle
     checked: list[StagedDeposit] = []
     for number, entry in enumerate(entries, start=1):
         label = f"bundle entry {number}"
@@ -324,10 +325,16 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
                             ("reference", p["reference"] or "")):
             if len(value) > MAX_TEXT_CHARS:
                 raise bad(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
+        if any("\x00" in value for value in (p["id"], p["text"], p["reference"] or "", p["source"] or "",
+                                               s["text"], s["answer"], s["deposited_by"])):
+            raise bad("a text contains a NUL character")
         if len(p["id"]) > MAX_ID_CHARS:
             raise bad(f"problem id is {len(p['id'])} characters (limit {MAX_ID_CHARS})")
         if not p["text"].strip() or not s["answer"].strip():
             raise bad("problem text or answer is empty")
+        broken = template_break(p["text"], s["text"], s["answer"])
+        if broken:
+            raise bad(f"{broken}, which would break the graft template")
         digest = text_hash(p["text"])
         if ids.setdefault(p["id"], digest) != digest:
             raise bad("the problem id is used twice in the bundle with different texts")
@@ -341,6 +348,15 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
             problem = lib.filed_as(problem)
             if problem.id == p["id"] and first != p["id"]:
                 problem = Problem(id=first, text=p["text"], reference=p["reference"], source=p["source"] or "")
+
+        try:   # answers are checked against the catalogued reference, never one the bundle brings
+            problem = lib.checked_reference(problem)
+        except DepositRefusedError as err:
+            raise bad(err.message, err.hint) from None
+        reference = (problem.reference or "").strip()
+        if refs.setdefault(problem.id, reference) != reference:
+            raise bad(f"the bundle gives problem {printable(problem.id, 60)!r} two different references "
+                      f"({printable(refs[problem.id], 40)!r} and {printable(reference, 40)!r})")
 
         staged = staging / f"{sha}.kv"
         try:

@@ -249,6 +249,12 @@ class Catalog:
                              hint="give more hex digits")
         return rows[0]
 
+    def solutions_of(self, problem_id: str) -> list[SolutionRow]:
+        """Every stored solution of a problem (verified or not), oldest first."""
+        with self._sessions() as s:
+            stmt = select(SolutionRow).where(SolutionRow.problem_id == problem_id).order_by(SolutionRow.id)
+            return list(s.scalars(stmt))
+
     def get_solution(self, solution_id: int) -> SolutionRow | None:
         with self._sessions() as s:
             return s.get(SolutionRow, solution_id)
