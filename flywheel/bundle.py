@@ -415,6 +415,32 @@ def _model_name(header: ArtifactHeader, entry: dict[str, Any]) -> str:
     return str(name)[:255]
 
 
+#: What a bundle's first bytes are: gzip, bzip2 or xz magic, or a POSIX/GNU tar header ("ustar" at 257).
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+_TAR_MAGIC_AT = 257
+
+
+def _check_bundle_file(path: Path) -> None:
+    """Refuse at once what is not a regular file starting like a (compressed) tar: a device such as
+    /dev/zero, a FIFO, or a file of zeros would keep a decompressor reading (padding) to its end."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise _refuse(f"{printable(path)} is not a readable bundle: {err.strerror or err}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(f"{printable(path)} is not a regular file (a device, FIFO or folder is never a bundle)")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_TAR_MAGIC_AT + 5)
+    except OSError as err:
+        raise _refuse(f"{printable(path)} is not a readable bundle: {err.strerror or err}") from None
+    if not (head.startswith(_COMPRESSED_MAGIC) or head[_TAR_MAGIC_AT:] == b"ustar"):
+        raise _refuse(f"{printable(path)} is not a bundle: it starts like no tar, gzip, bzip2 or xz file",
+                      _LAYOUT_HINT)
+
+
 # --- import: the whole -------------------------------------------------------------------------
 
 
@@ -438,6 +464,7 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
         3
     """
     limit = max_artifact_bytes(engine)
+    _check_bundle_file(path)
     try:
         tar = tarfile.open(path, "r:*")
     except (tarfile.TarError, OSError, EOFError) as err:

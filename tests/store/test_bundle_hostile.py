@@ -313,3 +313,51 @@ def test_deposit_refuses_text_beyond_the_limits(target: Library, tiny_gemma: Eng
         target.deposit(tiny_gemma, Problem(id="big", text="x" * 250_000, reference="1"), "1", "1")
     with pytest.raises(DepositRefusedError, match="limit"):
         target.deposit(tiny_gemma, Problem(id="i" * 300, text="What is 1+0?", reference="1"), "1", "1")
+
+
+# --- what is no bundle at all is refused at once (issue 23, item 9) ------------------------------
+
+
+def _fifo(tmp_path: Path) -> Path:
+    import os
+
+    path = tmp_path / "fifo.tar"
+    os.mkfifo(path)   # no writer: opening it for reading would block forever
+    return path
+
+
+def _sparse_zeros(tmp_path: Path) -> Path:
+    path = tmp_path / "zeros.tar.xz"
+    with open(path, "wb") as fh:
+        fh.truncate(50 * 2**30)   # 50 GiB of zeros, no disk used
+    return path
+
+
+@pytest.mark.parametrize(("make", "why"), [
+    (lambda tmp: Path("/dev/zero"), "not a regular file"),
+    (_fifo, "not a regular file"),
+    (_sparse_zeros, "starts like no tar"),
+    (lambda tmp: tmp, "not a regular file"),
+])
+def test_a_device_fifo_or_file_of_zeros_is_refused_at_once(make: Callable[[Path], Path], why: str,
+                                                           target: Library, tiny_gemma: Engine,
+                                                           tmp_path: Path) -> None:
+    path = make(tmp_path)
+    t0 = time.perf_counter()
+    with pytest.raises(BundleRefusedError, match=why):
+        import_bundle(target, path, tiny_gemma)
+    assert time.perf_counter() - t0 < 5
+    assert target.catalog.list_artifacts(include_unverified=True) == []
+
+
+@pytest.mark.parametrize("compression", ["", "gz", "bz2", "xz"])
+def test_every_kind_of_bundle_still_opens(compression: str, source: Library, target: Library,
+                                          tiny_gemma: Engine, tmp_path: Path) -> None:
+    plain = tmp_path / "plain.tar"
+    export_bundle(source, plain)
+    path = tmp_path / f"b.tar.{compression}" if compression else plain
+    if compression:
+        with tarfile.open(plain) as src, tarfile.open(path, f"w:{compression}") as dst:
+            for m in src.getmembers():
+                dst.addfile(m, src.extractfile(m))
+    assert import_bundle(target, path, tiny_gemma, allow_unverified=True).imported == 3
