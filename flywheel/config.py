@@ -39,6 +39,15 @@ RUN_DTYPES: tuple[RunDType, ...] = get_args(RunDType)
 DEFAULT_DTYPE: RunDType = "float32"
 #: Most decode slots a pass may ask for (the default is measured: `flywheel.decode.DEFAULT_SLOTS`).
 MAX_SLOTS = 256
+#: Largest integer the catalog stores in an INTEGER column (PostgreSQL's 32-bit `integer`):
+#: budgets, seeds and attempt counts are bounded by it before a run starts, never after decoding.
+MAX_DB_INT = 2**31 - 1
+#: Most attempts per problem in one pass (they share one prefill and are decoded on the slots).
+MAX_ATTEMPTS = 1000
+#: Largest decode-token budget per attempt (far above any supported model's window).
+MAX_BUDGET = 2**20
+#: Largest base sampling seed (attempt k samples with seed + k, stored per attempt).
+MAX_SEED = MAX_DB_INT - (MAX_ATTEMPTS - 1)
 #: Related verified solutions a near route grafts together (one composite artifact): 1 until
 #: measured otherwise (BENCHMARKS.md, "Held-out transfer": 2 and 4 did no better).
 DEFAULT_NEAR_MEMBERS = 1
@@ -55,6 +64,7 @@ DEMO_BUDGET = 64        # decode tokens per attempt: a generated worked solution
 # `flywheel study` (flows.study): train passes, then held-out with vs without grafts.
 STUDY_PASSES = 2        # train passes over the train set
 STUDY_ATTEMPTS = 4      # sampled attempts per unsolved train problem, sharing one prefill
+MAX_STUDY_PASSES = 1000  # most train passes asked for (they stop once a pass deposits nothing new)
 STUDY_CURATED = 1       # curated worked solutions seeded per family (the study's bound: at most one)
 
 

@@ -73,6 +73,29 @@ def _check_sets(*specs: str | None) -> None:
             load_problem_set(spec)
 
 
+def _check_window(cfg: Any, *specs: str | None) -> None:
+    """Refuse, before Prefect starts, a budget or a problem that does not fit the model's window,
+    naming each such problem (the pass would otherwise prefill past the window, or hang)."""
+    from flows.run import run_env
+    from flywheel.problemsets import load_problem_set, over_window
+
+    eng = run_env(cfg).engine()   # the process's engine: the pass reuses it
+    window = eng.context_window
+    if not window:
+        return
+    if cfg.budget > window:
+        raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
+                         hint=f"a decode budget of at most {window:,} tokens")
+    for spec in specs:
+        if spec is not None:
+            bad = over_window(load_problem_set(spec, limit=cfg.limit).problems,
+                              lambda text: len(eng.encode(text)), window, cfg.budget)
+            if bad:
+                more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+                raise InputError(f"{bad[0]}{more}",
+                                 hint="shorten or remove such problems, or give a smaller --budget")
+
+
 def _config(ctx: click.Context, **kw: Any) -> Any:
     _quiet_prefect()
     _check_sets(kw.get("problems"))
@@ -99,11 +122,11 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 
 @click.command("run")
 @click.option("--problems", "problems", required=True, help="champ, a .jsonl/.csv/.parquet file, or gen:linear?n=50&seed=1.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--run-budget", type=click.IntRange(min=0), default=None, help="Decode-token budget for the whole run.")
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True,
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
+@click.option("--run-budget", type=click.IntRange(0, config.MAX_DB_INT), default=None, help="Decode-token budget for the whole run.")
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True,
               help="Attempts per problem (more than 1 samples with seeds).")
-@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True, help="Base sampling seed.")
+@click.option("--seed", type=click.IntRange(0, config.MAX_SEED), default=config.DEFAULT_SEED, show_default=True, help="Base sampling seed.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N problems.")
 @click.option("--no-graft", is_flag=True, help="Never graft: solve every problem from the plain prompt.")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
@@ -143,6 +166,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
                   limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype)
+    _check_window(cfg, problems)
     from flows.run import flywheel_run
 
     with _progress(True):
@@ -156,8 +180,8 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
 @click.command("serve")
 @click.option("--problems", "problems", required=True, help="The problem set each scheduled run works through.")
 @click.option("--cron", required=True, help="Cron schedule, e.g. '0 3 * * *'.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True)
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True)
 @click.option("--name", default="flywheel", show_default=True, help="Deployment name.")
 @click.pass_context
 def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, attempts: int, name: str) -> None:
@@ -177,9 +201,9 @@ def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, atte
 @click.option("--problems", "library_set", default=None,
               help="Set whose curated solutions are deposited first (e.g. gen:linear?n=20&seed=1).")
 @click.option("--heldout", required=True, help="Held-out set evaluated with and without near grafts.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True)
-@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True)
+@click.option("--seed", type=click.IntRange(0, config.MAX_SEED), default=config.DEFAULT_SEED, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N held-out problems.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
@@ -195,6 +219,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
     _check_sets(library_set)
     cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit, slots=slots,
                   dtype=dtype)
+    _check_window(cfg, heldout, library_set)
     from flows.evaluate import heldout_eval
 
     with _progress(True):
@@ -215,14 +240,14 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
               help="Train set: passes sample, verify and deposit here (e.g. 'gen:all?n=20&seed=1&split=train').")
 @click.option("--heldout", required=True, help="Held-out set, run with and without near grafts "
                                                "(e.g. 'gen:all?n=20&seed=2&split=heldout').")
-@click.option("--passes", type=click.IntRange(min=0), default=config.STUDY_PASSES, show_default=True,
-              help="Train passes.")
-@click.option("--attempts", type=click.IntRange(min=1), default=config.STUDY_ATTEMPTS, show_default=True,
+@click.option("--passes", type=click.IntRange(0, config.MAX_STUDY_PASSES), default=config.STUDY_PASSES,
+              show_default=True, help="Train passes (they stop early once a pass deposits nothing new).")
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.STUDY_ATTEMPTS, show_default=True,
               help="Sampled attempts per unsolved train problem, sharing one prefill.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
 @click.option("--curated", type=click.IntRange(min=0), default=config.STUDY_CURATED, show_default=True,
               help="Curated worked solutions seeded per family (0 = the model's own only).")
-@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
+@click.option("--seed", type=click.IntRange(0, config.MAX_SEED), default=config.DEFAULT_SEED, show_default=True)
 @click.option("--members", "near_members", type=click.IntRange(1, config.MAX_NEAR_MEMBERS), default=None,
               help="Related verified solutions grafted together on a near route "
                    f"(default: {config.DEFAULT_NEAR_MEMBERS}).")
@@ -249,6 +274,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
                   attempts=attempts, near_members=near_members)
+    _check_window(cfg, train, heldout)
     with _progress(True):
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated,
                            progress=lambda line: click.echo(line, err=True))
@@ -272,13 +298,13 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 @click.command("demo")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the demo library goes (default: a fresh temporary directory).")
-@click.option("--budget", type=click.IntRange(min=1), default=config.DEMO_BUDGET, show_default=True,
+@click.option("--budget", type=click.IntRange(1, config.MAX_BUDGET), default=config.DEMO_BUDGET, show_default=True,
               help="Decode-token budget per attempt.")
 @click.option("--champ", "n_champ", type=click.IntRange(min=1), default=config.DEMO_CHAMP, show_default=True,
               help="CHAMP problems.")
 @click.option("--families", "per_family", type=click.IntRange(min=0), default=config.DEMO_PER_FAMILY,
               show_default=True, help="Generated problems per word-problem family (10 families).")
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEMO_ATTEMPTS, show_default=True,
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEMO_ATTEMPTS, show_default=True,
               help="Sampled attempts per problem in each pass, sharing one prefill.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
