@@ -310,7 +310,9 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
             workers = []
     except BaseException as err:
         # Not `running` forever: what was recorded stays, and `--run-id` resumes the rest.
-        lib.catalog.finish_run(run_id, "interrupted" if isinstance(err, KeyboardInterrupt) else "failed")
+        # A signal is an interruption (Ctrl-C, or SIGTERM: Prefect's TerminationSignal, the CLI's
+        # KeyboardInterrupt); only an error (an Exception) fails the run.
+        lib.catalog.finish_run(run_id, "failed" if isinstance(err, Exception) else "interrupted")
         raise
     finish_run(env, run_id)
     summary = summarize(lib, run_id, flow_run_id, pset.spec, pset.hash, order=[p.id for p in pset.problems])

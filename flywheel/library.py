@@ -26,6 +26,7 @@ from flywheel import config
 from flywheel.errors import (
     ArtifactError,
     ArtifactNotFoundError,
+    CatalogVersionError,
     DepositRefusedError,
     FlywheelError,
     LibraryError,
@@ -192,6 +193,8 @@ def open_catalog_read_only(url: str) -> Catalog:
     for flags in ("mode=ro", "immutable=1"):  # immutable: WAL needs a writable folder for its -shm file
         try:
             return open_catalog(f"sqlite:///file:{path}?{flags}&uri=true")
+        except CatalogVersionError:
+            raise
         except (DBAPIError, LibraryError) as err:
             last = err
     raise LibraryError(f"cannot open the catalog {path} read-only: {last}")
@@ -509,6 +512,12 @@ class Library:
         """
         from flywheel.bundle import stale_staging_dirs
 
+        damage = self.catalog.damage()
+        if damage:   # nothing read from a damaged file can be trusted (or read at all): say so, and stop
+            more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+            return ScanReport(0, (Finding("", "", f"the catalog database is damaged: {printable(damage[0], 160)}"
+                                                  f"{more}; restore it from a backup, or import an export into a "
+                                                  "new library"),))
         found: list[Finding] = []
         rows = self.catalog.list_artifacts(include_unverified=True)
         if progress:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import click
 from flywheel import config
 from flywheel.cli.common import echo_json, settings_of
 from flywheel.domain import ROUTE_KINDS
-from flywheel.errors import InputError
+from flywheel.errors import FlywheelError, InputError, LibraryError
 
 #: Options left unset take the flow's defaults (`flows.run.RunConfig`, which reads them from
 #: `flywheel.config`); flows are imported lazily so `flywheel --help` stays fast.
@@ -38,6 +39,35 @@ def _quiet_prefect() -> None:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # read when distributed is imported
 
 
+class _UserErrorsUnlogged(logging.Filter):
+    """Drops Prefect's log records of a `FlywheelError` raised in a flow or task (its traceback):
+    the CLI prints that error as one `Error:` line; any other failure is still logged in full."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, FlywheelError):
+            return False
+        message = record.getMessage()
+        return not any(f"exception {name}" in message for name in _user_error_names())
+
+
+def _user_error_names() -> set[str]:
+    names, todo = set(), [FlywheelError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+def _prefect_handlers() -> list[logging.Handler]:
+    """The handlers Prefect's flow and task run records reach (Prefect configures them when imported:
+    its console handler sits on the root logger)."""
+    names = [n for n in logging.root.manager.loggerDict if n == "prefect" or n.startswith("prefect.")]
+    loggers = [logging.root, *(logging.getLogger(n) for n in names)]
+    return list({id(h): h for logger in loggers for h in logger.handlers}.values())
+
+
 @contextmanager
 def _progress(enabled: bool) -> Iterator[None]:
     from flows import runtime
@@ -56,9 +86,15 @@ def _progress(enabled: bool) -> Iterator[None]:
         bar.update(1)
 
     runtime.progress_hook = hook
+    quiet = _UserErrorsUnlogged()
+    handlers = _prefect_handlers()
+    for h in handlers:
+        h.addFilter(quiet)
     try:
         yield
     finally:
+        for h in handlers:
+            h.removeFilter(quiet)
         runtime.progress_hook = None
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -73,27 +109,31 @@ def _check_sets(*specs: str | None) -> None:
             load_problem_set(spec)
 
 
-def _check_window(cfg: Any, *specs: str | None) -> None:
-    """Refuse, before Prefect starts, a budget or a problem that does not fit the model's window,
-    naming each such problem (the pass would otherwise prefill past the window, or hang)."""
+def _preflight(cfg: Any, *specs: str | None) -> None:
+    """Refuse, before Prefect starts, a damaged catalog, and a budget or a problem that does not fit
+    the model's window, naming the problem (the pass would prefill past the window, or hang)."""
     from flows.run import run_env
     from flywheel.problemsets import load_problem_set, over_window
 
-    eng = run_env(cfg).engine()   # the process's engine: the pass reuses it
+    env = run_env(cfg)
+    eng = env.engine()   # the process's engine and library: the pass reuses them
     window = eng.context_window
-    if not window:
-        return
-    if cfg.budget > window:
+    if window and cfg.budget > window:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
                          hint=f"a decode budget of at most {window:,} tokens")
     for spec in specs:
-        if spec is not None:
+        if window and spec is not None:
             bad = over_window(load_problem_set(spec, limit=cfg.limit).problems,
                               lambda text: len(eng.encode(text)), window, cfg.budget)
             if bad:
                 more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
                 raise InputError(f"{bad[0]}{more}",
                                  hint="shorten or remove such problems, or give a smaller --budget")
+    damage = env.open_library().catalog.damage()
+    if damage:
+        raise LibraryError(f"the catalog database is damaged: {damage[0]}",
+                           hint="`flywheel library verify`; restore the catalog from a backup, or import an export "
+                                "into a new library")
 
 
 def _config(ctx: click.Context, **kw: Any) -> Any:
@@ -166,7 +206,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
                   limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype)
-    _check_window(cfg, problems)
+    _preflight(cfg, problems)
     from flows.run import flywheel_run
 
     with _progress(True):
@@ -219,7 +259,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
     _check_sets(library_set)
     cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit, slots=slots,
                   dtype=dtype)
-    _check_window(cfg, heldout, library_set)
+    _preflight(cfg, heldout, library_set)
     from flows.evaluate import heldout_eval
 
     with _progress(True):
@@ -274,7 +314,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
                   attempts=attempts, near_members=near_members)
-    _check_window(cfg, train, heldout)
+    _preflight(cfg, train, heldout)
     with _progress(True):
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated,
                            progress=lambda line: click.echo(line, err=True))

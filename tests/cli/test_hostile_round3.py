@@ -95,3 +95,85 @@ def test_a_nul_row_in_a_batch_is_refused_alone(flywheel: Run, tmp_path: Path) ->
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(out["deposited"]) == 2 and [r["line"] for r in out["refused"]] == [2]
     assert "NUL" in out["refused"][0]["reason"]
+
+
+def _catalog_rows(lib: Path, sql: str) -> list[tuple[object, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(lib / "catalog.db") as db:
+        return db.execute(sql).fetchall()
+
+
+def test_an_input_error_inside_the_flow_is_one_line_without_a_prefect_traceback(flywheel: Run,
+                                                                                tmp_path: Path) -> None:
+    flywheel("run", "--problems", "gen:linear?n=1&seed=1", "--budget", "4", "--run-id", "r1", check=True)
+    proc = flywheel("run", "--problems", "gen:linear?n=1&seed=1", "--budget", "5", "--run-id", "r1")
+    assert "started with --budget 4, not 5" in clean_error(proc, 2)
+    assert "Traceback" not in proc.stderr + proc.stdout and "ERROR" not in proc.stderr
+    assert _catalog_rows(tmp_path / "lib", "SELECT id, status FROM runs") == [("r1", "finished")]
+
+
+def test_sigterm_marks_the_run_interrupted_and_keeps_what_was_recorded(tiny_dirs: dict[str, Path],
+                                                                      tmp_path: Path) -> None:
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+
+    from tests.cli.conftest import FLYWHEEL
+
+    lib = tmp_path / "lib"
+    env = {**os.environ, "FLYWHEEL_LIBRARY": str(lib), "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"])}
+    env.pop("FLYWHEEL_DB", None)
+    proc = subprocess.Popen([FLYWHEEL, "run", "--problems", "gen:linear?n=50&seed=1", "--budget", "400",
+                             "--run-id", "sig"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if _catalog_rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0:
+                    break
+            except sqlite3.OperationalError:   # not created (or migrated) yet
+                pass
+            time.sleep(0.5)
+        assert proc.poll() is None, "the run ended before it could be signalled"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err
+    assert _catalog_rows(lib, "SELECT status FROM runs WHERE id = 'sig'") == [("interrupted",)]
+    assert _catalog_rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0
+
+
+def test_a_damaged_or_newer_catalog_is_named_never_a_traceback(flywheel: Run, tmp_path: Path) -> None:
+    import sqlite3
+
+    lib = tmp_path / "lib"
+    for i in (1, 2):
+        flywheel("deposit", "--problem", f"What is {i}+1?", "--solution", "so", "--answer", str(i + 1),
+                 "--reference", str(i + 1), check=True)
+    with sqlite3.connect(lib / "catalog.db") as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+        roots = [r for (r,) in db.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' "
+                                          "AND tbl_name = 'problems'")]
+    with open(lib / "catalog.db", "r+b") as fh:   # two index pages overwritten
+        for root in roots[:2]:
+            fh.seek((root - 1) * page)
+            fh.write(b"\xde\xad" * (page // 2))
+    verify = flywheel("library", "verify")
+    assert verify.returncode == 1 and "catalog database is damaged" in verify.stdout + verify.stderr
+    assert "Traceback" not in verify.stderr
+    assert "catalog database is damaged" in clean_error(flywheel("run", "--problems", "gen:linear?n=1&seed=1",
+                                                                 "--budget", "4"))
+    other = tmp_path / "newer"
+    flywheel("library", "ls", library=other, check=True)
+    with sqlite3.connect(other / "catalog.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '0999'")
+    for args in (("library", "ls"), ("report",), ("deposit", "--problem", "What is 1+1?", "--solution", "so",
+                                                  "--answer", "2")):
+        err = clean_error(flywheel(*args, library=other))
+        assert "revision '0999'" in err and "reads revisions up to" in err
