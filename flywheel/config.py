@@ -90,7 +90,14 @@ def database_url(library: Path, explicit: str | None = None) -> str:
     value = os.environ.get(ENV_DB)
     if value:
         return validate_db_url(value, source=ENV_DB)
-    return f"sqlite:///{(library / 'catalog.db').resolve()}"
+    try:
+        path = (library / "catalog.db").resolve()
+    except (RuntimeError, OSError) as err:   # a symlink loop
+        from flywheel.errors import InputError
+
+        raise InputError(f"library path {library} cannot be resolved: {err}",
+                         hint="point --library (FLYWHEEL_LIBRARY) at a folder, not a symlink loop") from None
+    return f"sqlite:///{path}"
 
 
 def model_cache_dir() -> Path:

@@ -200,6 +200,27 @@ def open_catalog_read_only(url: str) -> Catalog:
     raise LibraryError(f"cannot open the catalog {path} read-only: {last}")
 
 
+#: What a library folder holds; a folder holding other things and none of these is not a library.
+LIBRARY_ENTRIES = ("catalog.db", "artifacts", "index", COMPOSITES_DIR)
+
+
+def _check_library_folder(root: Path) -> None:
+    """Refuse to make a library inside a folder of other files (`--library /`, a home folder, a
+    mistyped path to a project): its catalog, artifacts and index would be mixed into them."""
+    try:
+        if not root.is_dir():
+            return
+        entries = [p.name for p in root.iterdir()]
+    except OSError:
+        return   # the folder's permissions are reported where it is written
+    except RuntimeError as err:   # a symlink loop
+        raise LibraryError(f"library path {printable(str(root), 120)} cannot be resolved: {err}") from None
+    if entries and not any(name in LIBRARY_ENTRIES or name.startswith(".import-") for name in entries):
+        raise LibraryError(f"{printable(str(root), 120)} holds other files and no library: a library is not "
+                           "made inside it", hint="point --library (FLYWHEEL_LIBRARY) at a new or empty folder, "
+                                                  "or at an existing library")
+
+
 class _EmptyStore(ArtifactStoreBase):
     """The store of a read-only library that has no artifacts folder yet: holds nothing."""
 
@@ -255,6 +276,7 @@ class Library:
             store = (open_store(store_url or root, name_of=artifact_name)
                      if store_url or (root / "artifacts").is_dir() else _EmptyStore())
             return cls(root, store, open_catalog_read_only(url), router_config)
+        _check_library_folder(root)
         root.mkdir(parents=True, exist_ok=True)
         store = open_store(store_url or root, name_of=artifact_name)
         catalog = open_catalog(url)

@@ -170,10 +170,31 @@ def test_a_damaged_or_newer_catalog_is_named_never_a_traceback(flywheel: Run, tm
     assert "catalog database is damaged" in clean_error(flywheel("run", "--problems", "gen:linear?n=1&seed=1",
                                                                  "--budget", "4"))
     other = tmp_path / "newer"
-    flywheel("library", "ls", library=other, check=True)
+    flywheel("deposit", "--problem", "What is 1+1?", "--solution", "so", "--answer", "2", "--reference", "2",
+             library=other, check=True)
     with sqlite3.connect(other / "catalog.db") as db:
         db.execute("UPDATE alembic_version SET version_num = '0999'")
     for args in (("library", "ls"), ("report",), ("deposit", "--problem", "What is 1+1?", "--solution", "so",
                                                   "--answer", "2")):
         err = clean_error(flywheel(*args, library=other))
         assert "revision '0999'" in err and "reads revisions up to" in err
+
+
+def test_inspecting_never_creates_a_library_and_none_is_made_among_other_files(flywheel: Run,
+                                                                               tmp_path: Path) -> None:
+    typo = tmp_path / "libary"
+    for args in (("library", "ls"), ("library", "verify"), ("library", "export", str(tmp_path / "b.tar"))):
+        assert "no library at" in clean_error(flywheel(*args, library=typo))
+    assert not typo.exists()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("mine\n")
+    deposit = ("deposit", "--problem", "What is 1+1?", "--solution", "so", "--answer", "2", "--reference", "2")
+    for root in (project, Path("/")):
+        assert "holds other files and no library" in clean_error(flywheel(*deposit, library=root))
+    assert sorted(p.name for p in project.iterdir()) == ["README.md"] and not Path("/catalog.db").exists()
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(loop)
+    for args in (("library", "ls"), deposit):
+        assert "cannot be resolved" in clean_error(flywheel(*args, library=loop / "lib"))
