@@ -104,7 +104,13 @@ def model_cache_dir() -> Path:
     """Where prepared (dequantized) models live, shared by every library on this machine."""
     value = os.environ.get(ENV_MODEL_CACHE)
     if value:
-        return Path(value)
+        path = Path(value)
+        if path.exists() and not path.is_dir():
+            from flywheel.errors import InputError
+
+            raise InputError(f"{ENV_MODEL_CACHE}={value!r} is not a folder",
+                             hint=f"point {ENV_MODEL_CACHE} at a folder (it is created if missing), or unset it")
+        return path
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kv-flywheel" / "models"
 

@@ -198,3 +198,30 @@ def test_inspecting_never_creates_a_library_and_none_is_made_among_other_files(f
     (tmp_path / "loop2").symlink_to(loop)
     for args in (("library", "ls"), deposit):
         assert "cannot be resolved" in clean_error(flywheel(*args, library=loop / "lib"))
+
+
+def test_smaller_inputs_are_one_line_each(flywheel: Run, tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from tests.cli.conftest import FLYWHEEL
+
+    flywheel("deposit", "--problem", "What is 1+1?", "--solution", "so", "--answer", "2", "--reference", "2",
+             check=True)
+    for plot, why in (("x.svg", "writes a PNG image"), ("x.jpg", "writes a PNG image"),
+                      ("/proc/x.png", "cannot write the plot")):
+        proc = flywheel("report", "--plot", plot)
+        assert why in clean_error(proc, 2) and proc.stdout == ""   # refused before the report is printed
+    assert not (tmp_path / "x.svg").exists()
+    for watts in ("nan", "inf", "-3"):
+        env = {**os.environ, "FLYWHEEL_LIBRARY": str(tmp_path / "lib"), "FLYWHEEL_CPU_WATTS": watts}
+        proc = subprocess.run([FLYWHEEL, "run", "--problems", "gen:linear?n=1&seed=1"], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert "cpu_watts" in clean_error(proc, 2)
+    env = {**os.environ, "FLYWHEEL_MODEL_CACHE": "/dev/null"}
+    proc = subprocess.run([FLYWHEEL, "--model", "gemma3-270m", "prepare-model"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert "FLYWHEEL_MODEL_CACHE='/dev/null' is not a folder" in clean_error(proc)
+    proc = flywheel("serve", "--problems", "gen:linear?n=1&seed=1", "--cron", "0 3 * * *", "--name", "a/b")
+    err = clean_error(proc, 2)
+    assert "invalid deployment name 'a/b'" in err and "cron" not in err.splitlines()[0]
