@@ -332,7 +332,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
             raise bad(f"problem id is {len(p['id'])} characters (limit {MAX_ID_CHARS})")
         if not p["text"].strip() or not s["answer"].strip():
             raise bad("problem text or answer is empty")
-        broken = template_break(p["text"], s["text"], s["answer"])
+        broken = template_break(p["text"], s["text"], s["answer"], p["reference"] or "")
         if broken:
             raise bad(f"{broken}, which would break the graft template")
         digest = text_hash(p["text"])

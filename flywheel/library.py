@@ -159,7 +159,7 @@ def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
     for name in ("problem", "answer"):
         if not fields[name].strip():
             raise DepositRefusedError(f"{name} is empty")
-    broken = template_break(problem.text, solution, answer)
+    broken = template_break(problem.text, solution, answer, problem.reference or "")
     if broken:
         raise DepositRefusedError(f"{broken}, which would break the graft template",
                                   hint="give the answer alone on one line; the template adds its own markers")

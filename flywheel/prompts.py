@@ -23,10 +23,10 @@ _MARKER_LINE = re.compile(r"\s*(problem|solution|final\s+answer)\s*:", re.IGNORE
 _ANSWER_MARKER = re.compile(r"final\s+answer\s*:", re.IGNORECASE)
 
 
-def template_break(problem: str, solution: str, answer: str) -> str | None:
+def template_break(problem: str, solution: str, answer: str, reference: str = "") -> str | None:
     """Why these texts would break the graft template, or None when they fit it.
 
-    The answer is one line; no text holds a line opening with a template marker ("Problem:",
+    The answer (and the reference it is checked against) is one line; no text holds a line opening with a template marker ("Problem:",
     "Solution:", "Final answer:") or the answer marker anywhere: otherwise the graft reads as
     another problem, or shows another final answer first (which the model then repeats).
 
@@ -34,9 +34,10 @@ def template_break(problem: str, solution: str, answer: str) -> str | None:
         >>> template_break("What is 2+3?", "2+3=5", "99\\nFinal answer: 5")
         'the answer is more than one line'
     """
-    if len(answer.strip().splitlines()) > 1:
-        return "the answer is more than one line"
-    for name, text in (("problem", problem), ("solution", solution), ("answer", answer)):
+    for name, text in (("answer", answer), ("reference", reference)):
+        if len(text.strip().splitlines()) > 1:
+            return f"the {name} is more than one line"
+    for name, text in (("problem", problem), ("solution", solution), ("answer", answer), ("reference", reference)):
         found = _ANSWER_MARKER.search(text) or next(
             (m for line in text.splitlines() if (m := _MARKER_LINE.match(line))), None)
         if found:
