@@ -387,10 +387,11 @@ class Library:
             DepositRefusedError: the references differ, or the new one contradicts a stored answer.
         """
         import verifiers
+        from flywheel.catalog import text_hash
 
         row = self.catalog.get_problem(problem.id) if problem.id else None
-        if row is None:
-            return problem
+        if row is None or row.text_hash != text_hash(problem.text):
+            return problem   # a new problem; or the id holds another text, which the catalog refuses
         label = printable(problem.id, 80)
         given = (problem.reference or "").strip()
         stored = (row.reference or "").strip()

@@ -85,6 +85,7 @@ def test_global_options_are_accepted_after_the_subcommand(flywheel: Run, tmp_pat
 
 def test_export_refuses_a_missing_folder_and_an_existing_file_unless_forced(flywheel: Run, tmp_path: Path) -> None:
     assert "does not exist" in clean_error(flywheel("library", "export", str(tmp_path / "nope" / "b.tar")), 2)
+    Library.open(tmp_path / "lib").close()   # an empty library (exporting never creates one)
     target = tmp_path / "b.tar"
     target.write_bytes(b"precious")
     assert "--force" in clean_error(flywheel("library", "export", str(target)), 2)
