@@ -420,9 +420,10 @@ _COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
 _TAR_MAGIC_AT = 257
 
 
-def _check_bundle_file(path: Path) -> None:
+def _check_bundle_file(path: Path) -> bool:
     """Refuse at once what is not a regular file starting like a (compressed) tar: a device such as
-    /dev/zero, a FIFO, or a file of zeros would keep a decompressor reading (padding) to its end."""
+    /dev/zero, a FIFO, or a file of zeros would keep a decompressor reading (padding) to its end.
+    Returns whether the bundle is compressed."""
     import stat
 
     try:
@@ -439,6 +440,48 @@ def _check_bundle_file(path: Path) -> None:
     if not (head.startswith(_COMPRESSED_MAGIC) or head[_TAR_MAGIC_AT:] == b"ustar"):
         raise _refuse(f"{printable(path)} is not a bundle: it starts like no tar, gzip, bzip2 or xz file",
                       _LAYOUT_HINT)
+    return head.startswith(_COMPRESSED_MAGIC)
+
+
+#: Zero bytes in a row that compressed data never holds: past them a file is padding (which the
+#: gzip and xz readers skip to the end of the file, however large) or not compressed data at all.
+MAX_ZERO_RUN = 1 << 20
+
+
+class _NoZeroPadding(io.RawIOBase):
+    """A compressed bundle's bytes, read through: a run of more than `MAX_ZERO_RUN` zero bytes
+    raises `OSError` (a 20 GB sparse tail of "stream padding" would otherwise be read to its end)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._zeros = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._zeros = 0
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        stripped = data.rstrip(b"\x00")
+        self._zeros = self._zeros + n if not stripped else n - len(stripped)
+        if self._zeros > MAX_ZERO_RUN:
+            raise OSError(f"more than {MAX_ZERO_RUN:,} zero bytes in a row: padding, not compressed data")
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 # --- import: the whole -------------------------------------------------------------------------
@@ -464,22 +507,23 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
         3
     """
     limit = max_artifact_bytes(engine)
-    _check_bundle_file(path)
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as err:
-        why = "not a tar file (plain, gzip, bzip2 or xz)" if isinstance(err, tarfile.ReadError) else str(err)
-        raise _refuse(f"{printable(path)} is not a readable bundle: {why}") from None
-    report = ImportReport()
-    remove_stale_staging(lib.root)
-    # Staged inside the library (same filesystem, its free space); removed whatever happens.
-    with tar, staging_dir(lib.root) as staging:
-        manifest_info, members = _members(tar, limit)
-        entries = _read_manifest(tar, manifest_info, len(members))
-        checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
-                                 any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
-                                 report=report)
-        done = lib.deposit_staged(checked, fingerprint=engine.fingerprint.digest)
+    compressed = _check_bundle_file(path)
+    with open(path, "rb") as raw:
+        try:
+            tar = tarfile.open(fileobj=_NoZeroPadding(raw) if compressed else raw, mode="r:*")
+        except (tarfile.TarError, OSError, EOFError) as err:
+            why = "not a tar file (plain, gzip, bzip2 or xz)" if isinstance(err, tarfile.ReadError) else str(err)
+            raise _refuse(f"{printable(path)} is not a readable bundle: {why}") from None
+        report = ImportReport()
+        remove_stale_staging(lib.root)
+        # Staged inside the library (same filesystem, its free space); removed whatever happens.
+        with tar, staging_dir(lib.root) as staging:
+            manifest_info, members = _members(tar, limit)
+            entries = _read_manifest(tar, manifest_info, len(members))
+            checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
+                                     any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
+                                     report=report)
+            done = lib.deposit_staged(checked, fingerprint=engine.fingerprint.digest)
     report.imported = done.created
     report.present = done.already_stored
     report.unverified = sum(c.solution.unverified for c in checked)

@@ -361,3 +361,22 @@ def test_every_kind_of_bundle_still_opens(compression: str, source: Library, tar
             for m in src.getmembers():
                 dst.addfile(m, src.extractfile(m))
     assert import_bundle(target, path, tiny_gemma, allow_unverified=True).imported == 3
+
+
+@pytest.mark.parametrize("compression", ["xz", "gz"])
+def test_a_compressed_bundle_with_a_huge_zero_padded_tail_never_hangs(
+        compression: str, bundle: Path, target: Library, tiny_gemma: Engine, tmp_path: Path) -> None:
+    import lzma
+
+    path = tmp_path / f"padded.tar.{compression}"
+    for data, ok in ((bundle.read_bytes(), True), (b"", False)):   # a whole bundle, then an empty stream
+        path.write_bytes(lzma.compress(data) if compression == "xz" else gzip.compress(data))
+        with open(path, "r+b") as fh:
+            fh.truncate(path.stat().st_size + 20 * 2**30)   # 20 GiB of zeros ("stream padding"), no disk used
+        t0 = time.perf_counter()
+        if ok:   # the reader stops at the tar's end: the padding is never read
+            assert import_bundle(target, path, tiny_gemma, allow_unverified=True).imported == 3
+        else:    # the reader looks for the tar's first block in the padding
+            with pytest.raises(BundleRefusedError, match="zero bytes in a row|no manifest|not a readable bundle"):
+                import_bundle(target, path, tiny_gemma, allow_unverified=True)
+        assert time.perf_counter() - t0 < 30
