@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flows.run import RunConfig, flywheel_run
@@ -9,6 +10,10 @@ from flywheel import config
 from flywheel.errors import InputError
 
 DEPLOYMENT_NAME = "flywheel"
+
+
+#: A deployment name Prefect accepts (it refuses '/', '%', '&', '<', '>' and others).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,99}")
 
 
 def deployment(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME, timezone: str | None = None) -> Any:
@@ -19,15 +24,18 @@ def deployment(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME, timezo
     """
     from prefect.schedules import Cron
 
+    if not _NAME.fullmatch(name):
+        raise InputError(f"invalid deployment name {name!r}: letters, digits, '.', '_', '-' and spaces only "
+                         "(at most 100)", hint="e.g. --name nightly")
     try:
         schedule = Cron(cron, timezone=timezone) if timezone else Cron(cron)
-        # The catalog URL may carry a password and the server stores parameters in the clear:
-        # runs resolve it from FLYWHEEL_DB in the worker's environment instead.
-        return flywheel_run.to_deployment(name=name, schedule=schedule,
-                                          parameters={"cfg": cfg.model_dump(mode="json", exclude={"db_url"})},
-                                          description=f"flywheel pass over {cfg.problems} on {cron!r}")
     except ValueError as err:
         raise InputError(f"invalid cron schedule {cron!r}: {err}", hint="e.g. --cron '0 3 * * *' (03:00 daily)") from err
+    # The catalog URL may carry a password and the server stores parameters in the clear:
+    # runs resolve it from FLYWHEEL_DB in the worker's environment instead.
+    return flywheel_run.to_deployment(name=name, schedule=schedule,
+                                      parameters={"cfg": cfg.model_dump(mode="json", exclude={"db_url"})},
+                                      description=f"flywheel pass over {cfg.problems} on {cron!r}")
 
 
 def serve(cfg: RunConfig, cron: str, *, name: str = DEPLOYMENT_NAME) -> None:

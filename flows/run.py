@@ -82,12 +82,12 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     problems: str = Field(description="champ, a .jsonl/.csv/.parquet path, or gen:FAMILY?n=N&seed=S")
-    budget: int = Field(config.DEFAULT_BUDGET, ge=0, description="decode-token budget per attempt")
-    attempts: int = Field(config.DEFAULT_ATTEMPTS, ge=1, description="attempts per problem; >1 samples with seeds")
-    run_budget: int | None = Field(None, ge=0, description="decode-token budget for the whole run")
+    budget: int = Field(config.DEFAULT_BUDGET, description="decode-token budget per attempt")
+    attempts: int = Field(config.DEFAULT_ATTEMPTS, description="attempts per problem; >1 samples with seeds")
+    run_budget: int | None = Field(None, description="decode-token budget for the whole run")
     no_graft: bool = False
     run_id: str | None = Field(None, description="resume this run (attempts already recorded are skipped)")
-    seed: int = config.DEFAULT_SEED
+    seed: int = Field(config.DEFAULT_SEED, description="base sampling seed: attempt k samples with seed + k")
     limit: int | None = Field(None, ge=1, description="only the first N problems of the set")
     deposit: bool = Field(True, description="deposit the model's own verified solutions of new problems")
     model: str = Field(default_factory=lambda: config.model_name())
@@ -124,6 +124,18 @@ class RunConfig(BaseModel):
             data["router"] = ({**router, "near_members": members} if isinstance(router, dict)
                               else replace(router, near_members=members))
         return data
+
+    @model_validator(mode="after")
+    def _numbers_fit_the_catalog(self) -> RunConfig:
+        """Every number the catalog records is bounded here, before a run starts: a value its
+        INTEGER columns cannot hold would otherwise fail the recording after the decoding."""
+        bounds = {"budget": (self.budget, 0, config.MAX_BUDGET), "attempts": (self.attempts, 1, config.MAX_ATTEMPTS),
+                  "run_budget": (self.run_budget, 0, config.MAX_DB_INT), "seed": (self.seed, 0, config.MAX_SEED)}
+        for name, (value, low, high) in bounds.items():
+            if value is not None and not low <= value <= high:
+                raise InputError(f"{name} {value} is outside {low}..{high:,}",
+                                 hint=f"give --{name.replace('_', '-')} between {low} and {high:,}")
+        return self
 
     @model_validator(mode="after")
     def _dask_options_need_dask(self) -> RunConfig:
@@ -409,7 +421,9 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
             workers = []
     except BaseException as err:
         # Not `running` forever: what was recorded stays, and `--run-id` resumes the rest.
-        lib.catalog.finish_run(run_id, "interrupted" if isinstance(err, KeyboardInterrupt) else "failed")
+        # A signal is an interruption (Ctrl-C, or SIGTERM: Prefect's TerminationSignal, the CLI's
+        # KeyboardInterrupt); only an error (an Exception) fails the run.
+        lib.catalog.finish_run(run_id, "failed" if isinstance(err, Exception) else "interrupted")
         raise
     finish_run(env, run_id)
     summary = summarize(lib, run_id, flow_run_id, pset.spec, pset.hash, order=[p.id for p in pset.problems])

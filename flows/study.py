@@ -108,6 +108,9 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
                           "wall_seconds": summary["timing"]["wall_seconds"]})
         say(f"train pass {i}: {t['verified']}/{t['problems']} verified, {len(own)} self-deposits, "
             f"{t['decode_tokens']:,} decode tokens")
+        if not own and i < passes:   # the library is as it was: another pass (same seeds) would repeat this one
+            say(f"train pass {i} deposited nothing new: the passes stop here (another would repeat it)")
+            break
     arms = {}
     for arm, no_graft in (("without", True), ("with", False)):
         arms[arm] = flywheel_run(cfg.model_copy(update={

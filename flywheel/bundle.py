@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from flywheel.errors import ArtifactError, BundleRefusedError, InputError
+from flywheel.errors import ArtifactError, BundleRefusedError, DepositRefusedError, InputError
 from flywheel.fsutil import atomic_writer
 from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
 from flywheel.terminal import printable
@@ -297,12 +297,13 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     from flywheel.catalog.normalize import text_hash
     from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, StagedDeposit, contradicted
     from flywheel.problemsets import Problem
-    from flywheel.prompts import graft_prefix
+    from flywheel.prompts import graft_prefix, template_break
 
     fp = engine.fingerprint
     listed: set[str] = set()
     ids: dict[str, str] = {}            # problem id -> text hash, within the bundle
     by_text: dict[str, str] = {}        # text hash -> first problem id, within the bundle
+    refs: dict[str, str] = {}           # problem id -> its reference ("" none), within the bundle
     checked: list[StagedDeposit] = []
     for number, entry in enumerate(entries, start=1):
         label = f"bundle entry {number}"
@@ -324,10 +325,16 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
                             ("reference", p["reference"] or "")):
             if len(value) > MAX_TEXT_CHARS:
                 raise bad(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
+        if any("\x00" in value for value in (p["id"], p["text"], p["reference"] or "", p["source"] or "",
+                                               s["text"], s["answer"], s["deposited_by"])):
+            raise bad("a text contains a NUL character")
         if len(p["id"]) > MAX_ID_CHARS:
             raise bad(f"problem id is {len(p['id'])} characters (limit {MAX_ID_CHARS})")
         if not p["text"].strip() or not s["answer"].strip():
             raise bad("problem text or answer is empty")
+        broken = template_break(p["text"], s["text"], s["answer"], p["reference"] or "")
+        if broken:
+            raise bad(f"{broken}, which would break the graft template")
         digest = text_hash(p["text"])
         if ids.setdefault(p["id"], digest) != digest:
             raise bad("the problem id is used twice in the bundle with different texts")
@@ -341,6 +348,15 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
             problem = lib.filed_as(problem)
             if problem.id == p["id"] and first != p["id"]:
                 problem = Problem(id=first, text=p["text"], reference=p["reference"], source=p["source"] or "")
+
+        try:   # answers are checked against the catalogued reference, never one the bundle brings
+            problem = lib.checked_reference(problem)
+        except DepositRefusedError as err:
+            raise bad(err.message, err.hint) from None
+        reference = (problem.reference or "").strip()
+        if refs.setdefault(problem.id, reference) != reference:
+            raise bad(f"the bundle gives problem {printable(problem.id, 60)!r} two different references "
+                      f"({printable(refs[problem.id], 40)!r} and {printable(reference, 40)!r})")
 
         staged = staging / f"{sha}.kv"
         try:
@@ -399,6 +415,75 @@ def _model_name(header: ArtifactHeader, entry: dict[str, Any]) -> str:
     return str(name)[:255]
 
 
+#: What a bundle's first bytes are: gzip, bzip2 or xz magic, or a POSIX/GNU tar header ("ustar" at 257).
+_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+_TAR_MAGIC_AT = 257
+
+
+def _check_bundle_file(path: Path) -> bool:
+    """Refuse at once what is not a regular file starting like a (compressed) tar: a device such as
+    /dev/zero, a FIFO, or a file of zeros would keep a decompressor reading (padding) to its end.
+    Returns whether the bundle is compressed."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise _refuse(f"{printable(path)} is not a readable bundle: {err.strerror or err}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(f"{printable(path)} is not a regular file (a device, FIFO or folder is never a bundle)")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_TAR_MAGIC_AT + 5)
+    except OSError as err:
+        raise _refuse(f"{printable(path)} is not a readable bundle: {err.strerror or err}") from None
+    if not (head.startswith(_COMPRESSED_MAGIC) or head[_TAR_MAGIC_AT:] == b"ustar"):
+        raise _refuse(f"{printable(path)} is not a bundle: it starts like no tar, gzip, bzip2 or xz file",
+                      _LAYOUT_HINT)
+    return head.startswith(_COMPRESSED_MAGIC)
+
+
+#: Zero bytes in a row that compressed data never holds: past them a file is padding (which the
+#: gzip and xz readers skip to the end of the file, however large) or not compressed data at all.
+MAX_ZERO_RUN = 1 << 20
+
+
+class _NoZeroPadding(io.RawIOBase):
+    """A compressed bundle's bytes, read through: a run of more than `MAX_ZERO_RUN` zero bytes
+    raises `OSError` (a 20 GB sparse tail of "stream padding" would otherwise be read to its end)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw = raw
+        self._zeros = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._zeros = 0
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._raw.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        stripped = data.rstrip(b"\x00")
+        self._zeros = self._zeros + n if not stripped else n - len(stripped)
+        if self._zeros > MAX_ZERO_RUN:
+            raise OSError(f"more than {MAX_ZERO_RUN:,} zero bytes in a row: padding, not compressed data")
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 # --- import: the whole -------------------------------------------------------------------------
 
 
@@ -422,21 +507,23 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
         3
     """
     limit = max_artifact_bytes(engine)
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, OSError, EOFError) as err:
-        why = "not a tar file (plain, gzip, bzip2 or xz)" if isinstance(err, tarfile.ReadError) else str(err)
-        raise _refuse(f"{printable(path)} is not a readable bundle: {why}") from None
-    report = ImportReport()
-    remove_stale_staging(lib.root)
-    # Staged inside the library (same filesystem, its free space); removed whatever happens.
-    with tar, staging_dir(lib.root) as staging:
-        manifest_info, members = _members(tar, limit)
-        entries = _read_manifest(tar, manifest_info, len(members))
-        checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
-                                 any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
-                                 report=report)
-        done = lib.deposit_staged(checked, fingerprint=engine.fingerprint.digest)
+    compressed = _check_bundle_file(path)
+    with open(path, "rb") as raw:
+        try:
+            tar = tarfile.open(fileobj=_NoZeroPadding(raw) if compressed else raw, mode="r:*")
+        except (tarfile.TarError, OSError, EOFError) as err:
+            why = "not a tar file (plain, gzip, bzip2 or xz)" if isinstance(err, tarfile.ReadError) else str(err)
+            raise _refuse(f"{printable(path)} is not a readable bundle: {why}") from None
+        report = ImportReport()
+        remove_stale_staging(lib.root)
+        # Staged inside the library (same filesystem, its free space); removed whatever happens.
+        with tar, staging_dir(lib.root) as staging:
+            manifest_info, members = _members(tar, limit)
+            entries = _read_manifest(tar, manifest_info, len(members))
+            checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
+                                     any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
+                                     report=report)
+            done = lib.deposit_staged(checked, fingerprint=engine.fingerprint.digest)
     report.imported = done.created
     report.present = done.already_stored
     report.unverified = sum(c.solution.unverified for c in checked)

@@ -41,6 +41,15 @@ RUN_DTYPES: tuple[RunDType, ...] = get_args(RunDType)
 DEFAULT_DTYPE: RunDType = "float32"
 #: Most decode slots a pass may ask for (the default is measured: `flywheel.decode.DEFAULT_SLOTS`).
 MAX_SLOTS = 256
+#: Largest integer the catalog stores in an INTEGER column (PostgreSQL's 32-bit `integer`):
+#: budgets, seeds and attempt counts are bounded by it before a run starts, never after decoding.
+MAX_DB_INT = 2**31 - 1
+#: Most attempts per problem in one pass (they share one prefill and are decoded on the slots).
+MAX_ATTEMPTS = 1000
+#: Largest decode-token budget per attempt (far above any supported model's window).
+MAX_BUDGET = 2**20
+#: Largest base sampling seed (attempt k samples with seed + k, stored per attempt).
+MAX_SEED = MAX_DB_INT - (MAX_ATTEMPTS - 1)
 #: Related verified solutions a near route grafts together (one composite artifact): 1 until
 #: measured otherwise (BENCHMARKS.md, "Held-out transfer": 2 and 4 did no better).
 DEFAULT_NEAR_MEMBERS = 1
@@ -57,6 +66,7 @@ DEMO_BUDGET = 64        # decode tokens per attempt: a generated worked solution
 # `flywheel study` (flows.study): train passes, then held-out with vs without grafts.
 STUDY_PASSES = 2        # train passes over the train set
 STUDY_ATTEMPTS = 4      # sampled attempts per unsolved train problem, sharing one prefill
+MAX_STUDY_PASSES = 1000  # most train passes asked for (they stop once a pass deposits nothing new)
 STUDY_CURATED = 1       # curated worked solutions seeded per family (the study's bound: at most one)
 
 
@@ -82,14 +92,27 @@ def database_url(library: Path, explicit: str | None = None) -> str:
     value = os.environ.get(ENV_DB)
     if value:
         return validate_db_url(value, source=ENV_DB)
-    return f"sqlite:///{(library / 'catalog.db').resolve()}"
+    try:
+        path = (library / "catalog.db").resolve()
+    except (RuntimeError, OSError) as err:   # a symlink loop
+        from flywheel.errors import InputError
+
+        raise InputError(f"library path {library} cannot be resolved: {err}",
+                         hint="point --library (FLYWHEEL_LIBRARY) at a folder, not a symlink loop") from None
+    return f"sqlite:///{path}"
 
 
 def model_cache_dir() -> Path:
     """Where prepared (dequantized) models live, shared by every library on this machine."""
     value = os.environ.get(ENV_MODEL_CACHE)
     if value:
-        return Path(value)
+        path = Path(value)
+        if path.exists() and not path.is_dir():
+            from flywheel.errors import InputError
+
+            raise InputError(f"{ENV_MODEL_CACHE}={value!r} is not a folder",
+                             hint=f"point {ENV_MODEL_CACHE} at a folder (it is created if missing), or unset it")
+        return path
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kv-flywheel" / "models"
 

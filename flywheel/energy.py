@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -78,8 +79,9 @@ class EnergyConfig:
         cfg = cls(**values)
         if cfg.source != "auto" and cfg.source not in SOURCES:
             raise InputError(f"unknown energy source {cfg.source!r}", hint=f"use auto or one of {', '.join(SOURCES)}")
-        if cfg.cpu_watts <= 0:
-            raise InputError(f"cpu_watts must be positive, got {cfg.cpu_watts}")
+        if not math.isfinite(cfg.cpu_watts) or cfg.cpu_watts <= 0:
+            raise InputError(f"cpu_watts must be a positive, finite number of watts, got {cfg.cpu_watts}",
+                             hint=f"e.g. {ENV_CPU_WATTS}=12.5")
         return cfg
 
 

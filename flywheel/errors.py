@@ -76,5 +76,9 @@ class CatalogConflictError(LibraryError):
     """A row the user handed in contradicts one already in the catalog (e.g. a reused problem id)."""
 
 
+class CatalogVersionError(LibraryError):
+    """The catalog's schema is one this build does not know (written by a newer version)."""
+
+
 class BundleRefusedError(InputError):
     """A bundle was refused as a whole (a bad member or entry anywhere); nothing was imported."""

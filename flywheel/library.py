@@ -26,6 +26,7 @@ from flywheel import config
 from flywheel.errors import (
     ArtifactError,
     ArtifactNotFoundError,
+    CatalogVersionError,
     DepositRefusedError,
     FlywheelError,
     LibraryError,
@@ -33,14 +34,14 @@ from flywheel.errors import (
 from flywheel.kv import Graft, capture, graft, parse_artifact
 from flywheel.kv.artifact import artifact_name
 from flywheel.problemsets import Problem
-from flywheel.prompts import TEMPLATE_VERSION, graft_prefix
+from flywheel.prompts import TEMPLATE_VERSION, graft_prefix, template_break
 from flywheel.store import ArtifactStore as ArtifactStoreBase
 from flywheel.tables import MAX_CELL_CHARS, BadRow
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
     from flywheel.bundle import ImportReport
-    from flywheel.catalog import ArtifactSpec, Catalog, ProblemSpec, SolutionSpec
+    from flywheel.catalog import ArtifactRow, ArtifactSpec, Catalog, ProblemSpec, SolutionSpec
     from flywheel.engine import Engine
     from flywheel.router import RouteDecision, Router, RouterConfig
     from flywheel.store import ArtifactStore
@@ -153,9 +154,17 @@ def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
         if len(value) > MAX_TEXT_CHARS:
             raise DepositRefusedError(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})",
                              hint="a deposit is one problem with its worked solution, not a document")
+        if "\x00" in value:   # PostgreSQL stores no NUL in text, and no problem needs one
+            raise DepositRefusedError(f"{name} contains a NUL character")
     for name in ("problem", "answer"):
         if not fields[name].strip():
             raise DepositRefusedError(f"{name} is empty")
+    broken = template_break(problem.text, solution, answer, problem.reference or "")
+    if broken:
+        raise DepositRefusedError(f"{broken}, which would break the graft template",
+                                  hint="give the answer alone on one line; the template adds its own markers")
+    if "\x00" in problem.id:
+        raise DepositRefusedError("problem id contains a NUL character")
     if len(problem.id) > MAX_ID_CHARS:
         raise DepositRefusedError(f"problem id {printable(problem.id, 40)!r} is {len(problem.id)} characters "
                          f"(limit {MAX_ID_CHARS})")
@@ -184,9 +193,32 @@ def open_catalog_read_only(url: str) -> Catalog:
     for flags in ("mode=ro", "immutable=1"):  # immutable: WAL needs a writable folder for its -shm file
         try:
             return open_catalog(f"sqlite:///file:{path}?{flags}&uri=true")
+        except CatalogVersionError:
+            raise
         except (DBAPIError, LibraryError) as err:
             last = err
     raise LibraryError(f"cannot open the catalog {path} read-only: {last}")
+
+
+#: What a library folder holds; a folder holding other things and none of these is not a library.
+LIBRARY_ENTRIES = ("catalog.db", "artifacts", "index", COMPOSITES_DIR)
+
+
+def _check_library_folder(root: Path) -> None:
+    """Refuse to make a library inside a folder of other files (`--library /`, a home folder, a
+    mistyped path to a project): its catalog, artifacts and index would be mixed into them."""
+    try:
+        if not root.is_dir():
+            return
+        entries = [p.name for p in root.iterdir()]
+    except OSError:
+        return   # the folder's permissions are reported where it is written
+    except RuntimeError as err:   # a symlink loop
+        raise LibraryError(f"library path {printable(str(root), 120)} cannot be resolved: {err}") from None
+    if entries and not any(name in LIBRARY_ENTRIES or name.startswith(".import-") for name in entries):
+        raise LibraryError(f"{printable(str(root), 120)} holds other files and no library: a library is not "
+                           "made inside it", hint="point --library (FLYWHEEL_LIBRARY) at a new or empty folder, "
+                                                  "or at an existing library")
 
 
 class _EmptyStore(ArtifactStoreBase):
@@ -244,6 +276,7 @@ class Library:
             store = (open_store(store_url or root, name_of=artifact_name)
                      if store_url or (root / "artifacts").is_dir() else _EmptyStore())
             return cls(root, store, open_catalog_read_only(url), router_config)
+        _check_library_folder(root)
         root.mkdir(parents=True, exist_ok=True)
         store = open_store(store_url or root, name_of=artifact_name)
         catalog = open_catalog(url)
@@ -291,6 +324,7 @@ class Library:
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
         check_deposit_text(problem, solution, answer)
+        problem = self.checked_reference(self.filed_as(problem), verifier)
         verdict = problem.check(answer, config=verifier)
         status, reason = verdict.status, verdict.reason
         if contradicted(status) or (status != "equivalent" and not unverified):
@@ -302,7 +336,6 @@ class Library:
             raise DepositRefusedError(
                 f"answer {printable(answer, 80)!r} for {label} was not verified against {printable(against, 120)}: "
                 f"{status} ({printable(reason, 200)})", hint=hint)
-        problem = self.filed_as(problem)
         pspec = ProblemSpec.of(problem)
         fp = engine.fingerprint
         existing = self.catalog.find_deposit(pspec, solution, answer, fp.digest)
@@ -341,6 +374,42 @@ class Library:
             return problem
         same = self.catalog.problems_by_text(problem.text)
         return replace(problem, id=same[0].id) if same else problem
+
+    def checked_reference(self, problem: Problem, verifier: VerifierConfig | None = None) -> Problem:
+        """`problem` with the reference its answers are checked against: the catalogue's, when it has one.
+
+        An answer is always checked against the catalogued reference of its problem, never
+        against one the deposit brings along: a deposit (or import) giving another reference for
+        a catalogued problem is refused. A reference for a problem catalogued without one is
+        accepted only if no stored verified solution contradicts it.
+
+        Raises:
+            DepositRefusedError: the references differ, or the new one contradicts a stored answer.
+        """
+        import verifiers
+        from flywheel.catalog import text_hash
+
+        row = self.catalog.get_problem(problem.id) if problem.id else None
+        if row is None or row.text_hash != text_hash(problem.text):
+            return problem   # a new problem; or the id holds another text, which the catalog refuses
+        label = printable(problem.id, 80)
+        given = (problem.reference or "").strip()
+        stored = (row.reference or "").strip()
+        if stored:
+            if given and given != stored and not verifiers.check(given, stored, config=verifier).equivalent:
+                raise DepositRefusedError(
+                    f"problem {label!r} is catalogued with reference {printable(stored, 60)!r}, "
+                    f"not {printable(given, 60)!r}",
+                    hint="leave the reference out (the catalogued one is used), or file the problem under another id")
+            return replace(problem, reference=row.reference)
+        if given:
+            for sol in self.catalog.solutions_of(row.id):
+                if not sol.unverified and contradicted(verifiers.check(sol.answer, given, config=verifier).status):
+                    raise DepositRefusedError(
+                        f"reference {printable(given, 60)!r} for problem {label!r} contradicts its stored "
+                        f"verified answer {printable(sol.answer, 60)!r}",
+                        hint="check the reference; the stored solutions were verified without one")
+        return problem
 
     def deposit_many(self, engine: Engine, rows: Sequence[tuple[int, Mapping[str, str]] | BadRow], *,
                      source: str = "curator", deposited_by: str = "curator", unverified: bool = False,
@@ -466,6 +535,12 @@ class Library:
         """
         from flywheel.bundle import stale_staging_dirs
 
+        damage = self.catalog.damage()
+        if damage:   # nothing read from a damaged file can be trusted (or read at all): say so, and stop
+            more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+            return ScanReport(0, (Finding("", "", f"the catalog database is damaged: {printable(damage[0], 160)}"
+                                                  f"{more}; restore it from a backup, or import an export into a "
+                                                  "new library"),))
         found: list[Finding] = []
         rows = self.catalog.list_artifacts(include_unverified=True)
         if progress:
@@ -478,6 +553,7 @@ class Library:
                 found.append(Finding(a.sha256, a.problem_id, err.message))
             if progress:
                 progress(n, len(rows))
+        found.extend(self._contradicted_answers(rows))
         for sha in self.catalog.orphans(self.store.iter_ids()):
             found.append(Finding(sha, "", "file has no catalog row (interrupted deposit?)"))
         problem_of = {a.sha256: a.problem_id for a in rows}
@@ -495,6 +571,29 @@ class Library:
         notes = tuple(f"{d.name} is the staging folder of an interrupted import (the next import removes it)"
                       for d in stale_staging_dirs(self.root))
         return ScanReport(len(rows), tuple(found), notes)
+
+    def _contradicted_answers(self, rows: Sequence[ArtifactRow]) -> list[Finding]:
+        """Verified solutions whose answer the problem's catalogued reference contradicts (an older
+        version checked a second deposit against its own reference, or filed it under a look-alike)."""
+        import verifiers
+
+        found: list[Finding] = []
+        verdicts: dict[int, bool] = {}
+        for a in rows:
+            if a.solution_id not in verdicts:
+                sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
+                verdicts[a.solution_id] = bool(
+                    sol is not None and prob is not None and not sol.unverified and (prob.reference or "").strip()
+                    and contradicted(verifiers.check(sol.answer, prob.reference or "").status))
+                if verdicts[a.solution_id]:
+                    assert sol is not None and prob is not None
+                    found.append(Finding(a.sha256, a.problem_id,
+                                         f"verified answer {printable(sol.answer, 40)!r} is contradicted by the "
+                                         f"problem's reference {printable(prob.reference, 40)!r}"))
+            elif verdicts[a.solution_id]:
+                found.append(Finding(a.sha256, a.problem_id, "its verified answer is contradicted by the "
+                                     "problem's reference"))
+        return found
 
     # --- graft -----------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -155,6 +155,26 @@ def load_problem_set(spec: str, *, limit: int | None = None) -> ProblemSet:
     if limit is not None:
         problems = problems[:limit]
     return ProblemSet(spec, problems, skipped)
+
+
+def over_window(problems: list[Problem], count_tokens: Callable[[str], int], window: int,
+                budget: int) -> list[str]:
+    """Each problem whose plain prompt plus `budget` decode tokens exceeds a `window`-token model,
+    named with its id and numbers (a run refuses such a set before it starts).
+
+    Example: `over_window([Problem("p", "x " * 9000)], eng_count, 4096, 160)` ->
+    `["problem 'p' is 18,003 prompt tokens; with the 160-token budget it exceeds ..."]`.
+    """
+    from flywheel.prompts import plain_prompt
+    from flywheel.terminal import printable
+
+    out = []
+    for p in problems:
+        n = count_tokens(plain_prompt(p.text))
+        if n + budget > window:
+            out.append(f"problem {printable(p.id, 60)!r} is {n:,} prompt tokens; with the {budget:,}-token "
+                       f"budget it exceeds the model's {window:,}-token window")
+    return out
 
 
 GEN_KEYS = ("n", "seed", "split")

@@ -8,6 +8,7 @@ every artifact's bytes: bump `TEMPLATE_VERSION` and rebuild the library.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -15,6 +16,33 @@ TEMPLATE_VERSION = "v1"
 
 AttemptMode = Literal["answer", "solve"]
 OPEN_SLOT = "Problem:"   # where the next problem is asked
+
+
+#: A line that opens with one of the template's markers (any case), and the answer marker anywhere.
+_MARKER_LINE = re.compile(r"\s*(problem|solution|final\s+answer)\s*:", re.IGNORECASE)
+_ANSWER_MARKER = re.compile(r"final\s+answer\s*:", re.IGNORECASE)
+
+
+def template_break(problem: str, solution: str, answer: str, reference: str = "") -> str | None:
+    """Why these texts would break the graft template, or None when they fit it.
+
+    The answer (and the reference it is checked against) is one line; no text holds a line opening with a template marker ("Problem:",
+    "Solution:", "Final answer:") or the answer marker anywhere: otherwise the graft reads as
+    another problem, or shows another final answer first (which the model then repeats).
+
+    Example:
+        >>> template_break("What is 2+3?", "2+3=5", "99\\nFinal answer: 5")
+        'the answer is more than one line'
+    """
+    for name, text in (("answer", answer), ("reference", reference)):
+        if len(text.strip().splitlines()) > 1:
+            return f"the {name} is more than one line"
+    for name, text in (("problem", problem), ("solution", solution), ("answer", answer), ("reference", reference)):
+        found = _ANSWER_MARKER.search(text) or next(
+            (m for line in text.splitlines() if (m := _MARKER_LINE.match(line))), None)
+        if found:
+            return f"the {name} holds the template marker {found.group(0).strip()!r}"
+    return None
 
 
 def graft_prefix(problem: str, solution: str, answer: str) -> str:

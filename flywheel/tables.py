@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flywheel.errors import InputError
+from flywheel.terminal import printable
 
 #: A cell longer than this is refused (a pasted book is not a problem statement).
 MAX_CELL_CHARS = 200_000
@@ -80,6 +81,8 @@ def _clean(raw: Any, required: Sequence[str], fields: Sequence[str] | None) -> d
         text = str(value)
         if len(text) > MAX_CELL_CHARS:
             return f"field {key!r} is {len(text):,} characters (limit {MAX_CELL_CHARS:,})"
+        if "\x00" in text or "\x00" in str(key):   # PostgreSQL stores no NUL in text; no problem needs one
+            return f"field {printable(str(key), 40)!r} contains a NUL character"
         out[str(key)] = text
     missing = [f for f in required if not out.get(f, "").strip()]
     if missing:
@@ -98,10 +101,25 @@ def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 yield line, BadRow(line, f"invalid JSON ({err.msg})")
 
 
+#: The csv module's own field limit while reading: above MAX_CELL_CHARS, so an over-long cell is
+#: read whole and refused with its row (csv's default, 131,072, is below the documented limit).
+CSV_FIELD_LIMIT = 4 * MAX_CELL_CHARS
+
+
 def _csv(path: Path) -> Iterator[tuple[int, Any]]:
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
     with path.open(encoding="utf-8", errors="replace", newline="") as fh:
         reader = csv.DictReader(fh)
-        for row in reader:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:   # past this point csv cannot find where the next row begins
+                yield reader.line_num + 1, BadRow(reader.line_num + 1, f"unreadable CSV ({err}); the rest "
+                                                  f"of the file from line {reader.line_num + 1} was not read")
+                return
             if None in row:
                 yield reader.line_num, BadRow(reader.line_num, "more fields than the header has")
                 continue

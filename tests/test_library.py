@@ -57,7 +57,7 @@ def test_deposit_many_deposits_good_rows_and_refuses_bad_ones_by_line(lib: Libra
         BadRow(2, "line 2 is not valid JSON"),
         (3, row("c", "What is 2*3?", "2*3=6", "7", "6")),               # contradicted by its reference
         (4, row("d", "What is 3*3?", "3*3=9", "9", "9")),
-        (5, row("a2", "  what is 1+1? ", "1+1 is 2", "2", "2")),        # the same problem under a new id
+        (5, row("a2", "  What is\n1+1? ", "1+1 is 2", "2", "2")),      # the same problem under a new id
     ], source="curated.jsonl", deposited_by="curator:test", progress=ticks)
     assert [(d.line, d.result.problem_id, d.result.created) for d in batch.deposited] == [
         (1, "a", True), (4, "d", True), (5, "a", True)]

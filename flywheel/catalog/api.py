@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from flywheel.catalog.models import (
@@ -106,6 +106,20 @@ class Catalog:
                     raise
                 time.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
+
+    def damage(self) -> list[str]:
+        """What SQLite's own check of the catalog file finds (`PRAGMA quick_check`: overwritten
+        pages, broken indexes); [] when sound, and always [] on other databases (their servers
+        keep their own files sound)."""
+        if self.db.url.get_backend_name() != "sqlite":
+            return []
+        try:
+            with self.db.connect() as conn:
+                rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA quick_check").all()]
+        except DBAPIError as err:
+            return [str(err.orig or err).strip().splitlines()[0]]
+        found = [line for row in rows for line in row.splitlines() if line.strip() and not line.startswith("***")]
+        return [] if found == ["ok"] else found
 
     # --- problems --------------------------------------------------------------------------------
 
@@ -248,6 +262,12 @@ class Catalog:
             raise InputError(f"artifact prefix {key} is ambiguous ({rows[0].sha256[:12]}, {rows[1].sha256[:12]}, ...)",
                              hint="give more hex digits")
         return rows[0]
+
+    def solutions_of(self, problem_id: str) -> list[SolutionRow]:
+        """Every stored solution of a problem (verified or not), oldest first."""
+        with self._sessions() as s:
+            stmt = select(SolutionRow).where(SolutionRow.problem_id == problem_id).order_by(SolutionRow.id)
+            return list(s.scalars(stmt))
 
     def get_solution(self, solution_id: int) -> SolutionRow | None:
         with self._sessions() as s:

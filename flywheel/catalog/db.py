@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from flywheel.errors import LibraryError
+from flywheel.errors import CatalogVersionError, LibraryError
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 #: How long a SQLite writer waits for the lock before failing (ms); deposits are short.
@@ -126,6 +126,16 @@ def _shown_error(db: Engine, err: Exception | None) -> str:
     return text
 
 
+def _known(script: ScriptDirectory, revision: str) -> bool:
+    """Whether this build ships `revision` (alembic raises, rather than answers, for an unknown one)."""
+    from alembic.util.exc import CommandError
+
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
 def migrate(db: Engine, revision: str = "head", attempts: int = 5) -> str:
     """Upgrade the catalog to `revision` (default head); a no-op when already there.
 
@@ -142,11 +152,11 @@ def migrate(db: Engine, revision: str = "head", attempts: int = 5) -> str:
             with db.connect() as conn:
                 now = current_revision(conn)
                 conn.rollback()
-                if now is not None and now != head and script.get_revision(now) is None:
-                    raise LibraryError(
-                        f"catalog {_shown(db)} is at schema "
-                        f"revision {now}, which this build of kv-flywheel does not know",
-                        hint="upgrade kv-flywheel, or point --db at a catalog made by this version",
+                if now is not None and now != head and not _known(script, now):
+                    raise CatalogVersionError(
+                        f"catalog {_shown(db)} is at schema revision {now!r}, which this build of "
+                        f"kv-flywheel does not know (it reads revisions up to {head})",
+                        hint="upgrade kv-flywheel to the version that wrote this catalog, or point --db at another",
                     )
                 if revision == "head" and now == head:
                     return head

@@ -1,23 +1,28 @@
-"""Problem-text normalization: what counts as "the same problem" for exact routing."""
+"""Problem-text identity: what counts as "the same problem" for exact routing.
+
+Only whitespace is normalized. Case, superscripts, sub/superscript digits, ligatures and every
+other character are part of the text: "What is 2³ + 1?" and "What is 23 + 1?", or "What is A?"
+and "What is a?", are different problems (an NFKC + casefold identity once filed such pairs as
+one; migration 0006 re-keys catalogs written under it).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import unicodedata
 
 _WS = re.compile(r"\s+")
 
 
 def normalize_text(text: str) -> str:
-    """Unicode NFKC, lowercase (casefold), every whitespace run collapsed to one space, trimmed.
+    """Every whitespace run collapsed to one space, trimmed; nothing else changes.
 
     Example:
         >>> normalize_text("  Solve  x+1=2\\n")
-        'solve x+1=2'
+        'Solve x+1=2'
     """
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    return _WS.sub(" ", text).strip()
 
 
 def text_hash(text: str) -> str:

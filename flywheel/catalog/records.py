@@ -19,8 +19,15 @@ GraftOutcome = Literal["ok", "refused"]
 ATTEMPT_TEXT_LIMIT = 8_000
 
 
+def storable(text: str | None) -> str | None:
+    """`text` with each NUL replaced by U+FFFD: PostgreSQL stores no NUL in text, and a model's
+    output may hold one (the record must never be lost to it)."""
+    return None if text is None else text.replace("\x00", "\ufffd")
+
+
 def bounded_text(text: str, limit: int = ATTEMPT_TEXT_LIMIT) -> str:
-    """`text`, cut to `limit` characters with a marker saying how much was left out."""
+    """`text`, cut to `limit` characters with a marker saying how much was left out (NULs replaced)."""
+    text = text.replace("\x00", "\ufffd")
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n[... {len(text) - limit} more characters not stored]"
@@ -144,7 +151,8 @@ class AttemptRecord:
             budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
             grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
             prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
-            decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens, budget_exhausted=result.budget_exhausted, answer=result.answer,
+            decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens,
+            budget_exhausted=result.budget_exhausted, answer=storable(result.answer),
             verified=verdict.equivalent, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
             energy_joules=result.energy_joules, energy_source=result.energy_source,
             logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),

@@ -87,10 +87,30 @@ class FlywheelGroup(click.Group):
             click.echo(f"Error: {err.strerror or err}{where}\n  hint: check the folder's permissions and free space, "
                        "or point --library at another folder", err=True)
             sys.exit(1)
+        except Exception as err:
+            damage = _damaged_catalog(err)
+            if damage is None:
+                raise
+            click.echo(f"Error: the catalog database is damaged ({printable(damage, 120)})\n  hint: `flywheel library "
+                       "verify` says more; restore the catalog from a backup, or import an export into a new library",
+                       err=True)
+            sys.exit(1)
         except KeyboardInterrupt:
             click.echo("Error: interrupted; what was committed is kept, and re-running the same command resumes",
                        err=True)
             sys.exit(130)
+
+
+#: SQLite's words for a catalog file it cannot read as a database (overwritten pages, not SQLite).
+_DAMAGE_MESSAGES = ("database disk image is malformed", "file is not a database")
+
+
+def _damaged_catalog(err: BaseException) -> str | None:
+    """SQLite's message when `err` says the catalog file itself is damaged; None for anything else."""
+    orig = getattr(err, "orig", None)
+    text = str(orig if orig is not None else err)
+    return next((m for m in _DAMAGE_MESSAGES if m in text), None) if type(err).__module__.startswith(
+        "sqlalchemy") else None
 
 
 def _set_library(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:

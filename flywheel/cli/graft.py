@@ -8,6 +8,7 @@ import click
 
 from flywheel import config
 from flywheel.cli.common import echo_json, settings_of
+from flywheel.errors import InputError
 
 DEFAULT_SAMPLES = 50
 #: Lengths cycled through by the samples: below, at and well past Gemma 3's 512-token window.
@@ -148,6 +149,12 @@ def graft_command(ctx: click.Context, artifact: str, prompt: str, max_new: int, 
         ids = engine.encode(prompt, bos=False) if prompt else []
         if not ids:
             raise click.UsageError("--prompt is needed to decode after a graft (the artifact's last logits are not stored)")
+        window = engine.context_window
+        room = window - grafted.token_count - len(ids) if window else max_new
+        if max_new > room:
+            raise InputError(f"--max-new {max_new:,} would decode past the model's {window:,}-token window "
+                             f"({grafted.token_count:,} restored + {len(ids):,} prompt tokens leave {max(room, 0):,})",
+                             hint=f"give --max-new {max(room, 0):,} or less")
         logits = engine.forward(ids, grafted.cache)[0]
         tokens = list(engine.decode_n_tokens(grafted.cache, logits, max_new, stop=StopRule()))
         text, produced = engine.decode_text(tokens), len(tokens)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from flywheel.cli.common import echo_json, settings_of
-from flywheel.errors import FlywheelError, InputError
+from flywheel.errors import FlywheelError, InputError, LibraryError
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
@@ -25,6 +25,9 @@ def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped
     from flywheel.library import Library
 
     s = settings_of(ctx)
+    if not write and not s.db_explicit and not (s.library / "catalog.db").is_file():
+        raise LibraryError(f"no library at {printable(str(s.library), 120)} (it has no catalog.db)",
+                           hint="check --library (FLYWHEEL_LIBRARY); inspecting never creates a library")
     if not write:  # inspecting: open normally where possible, else read-only (a read-only disk or folder)
         try:
             validate_library_path(s.library, write=True)

@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from flywheel.cli.common import settings_of
-from flywheel.errors import LibraryError
+from flywheel.errors import InputError, LibraryError
 from flywheel.report.formats import FORMATS
+from flywheel.terminal import printable
 
 
 def table_width() -> int:
@@ -70,6 +71,8 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, show_attempts: bool
     from flywheel.report.output import to_table
 
     settings = settings_of(ctx)
+    if plot_path is not None:
+        _check_plot_path(plot_path)
     _require_catalog(settings.db_url)
     if recheck is not None:
         if run_id is None:
@@ -86,7 +89,11 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, show_attempts: bool
     else:
         click.echo(render(result, fmt, attempts=show_attempts))  # type: ignore[arg-type]
     if plot_path is not None:
-        plot(result, plot_path)
+        try:
+            plot(result, plot_path)
+        except OSError as err:
+            raise InputError(f"cannot write the plot to {printable(str(plot_path), 120)}: {err.strerror or err}",
+                             hint="give --plot a path in a writable folder") from None
         click.echo(f"plot written to {plot_path}", err=True)
 
 
@@ -105,3 +112,20 @@ def _recheck(library: Path, db_url: str, run_id: str, n: int) -> None:
         raise ReplayMismatchError(f"{len(bad)} of {len(checks)} replayed attempts differ from the catalog: "
                                   f"{', '.join(bad)}", hint="the lines above say which recorded figure differs")
     click.echo(f"all {len(checks)} replayed attempts of {run_id} match the catalog")
+
+
+def _check_plot_path(path: Path) -> None:
+    """Refuse, before the report is built, a plot path that is not a .png in a folder that takes files."""
+    import tempfile
+
+    if path.suffix.lower() != ".png":
+        raise InputError(f"--plot writes a PNG image, not {path.suffix or 'a file without a suffix'}: "
+                         f"{printable(str(path), 120)}", hint="give --plot a path ending in .png")
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".plot-probe-"):
+            pass
+    except OSError as err:
+        raise InputError(f"cannot write the plot to {printable(str(path), 120)}: {err.strerror or err}",
+                         hint="give --plot a path in a writable folder") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import click
 from flywheel import config
 from flywheel.cli.common import echo_json, settings_of
 from flywheel.domain import ROUTE_KINDS
-from flywheel.errors import InputError
+from flywheel.errors import FlywheelError, InputError, LibraryError
 
 #: Options left unset take the flow's defaults (`flows.run.RunConfig`, which reads them from
 #: `flywheel.config`); flows are imported lazily so `flywheel --help` stays fast.
@@ -46,6 +47,35 @@ def _quiet_prefect() -> None:
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # read when distributed is imported
 
 
+class _UserErrorsUnlogged(logging.Filter):
+    """Drops Prefect's log records of a `FlywheelError` raised in a flow or task (its traceback):
+    the CLI prints that error as one `Error:` line; any other failure is still logged in full."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, FlywheelError):
+            return False
+        message = record.getMessage()
+        return not any(f"exception {name}" in message for name in _user_error_names())
+
+
+def _user_error_names() -> set[str]:
+    names, todo = set(), [FlywheelError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
+
+
+def _prefect_handlers() -> list[logging.Handler]:
+    """The handlers Prefect's flow and task run records reach (Prefect configures them when imported:
+    its console handler sits on the root logger)."""
+    names = [n for n in logging.root.manager.loggerDict if n == "prefect" or n.startswith("prefect.")]
+    loggers = [logging.root, *(logging.getLogger(n) for n in names)]
+    return list({id(h): h for logger in loggers for h in logger.handlers}.values())
+
+
 @contextmanager
 def _progress(enabled: bool) -> Iterator[None]:
     from flows import runtime
@@ -64,9 +94,15 @@ def _progress(enabled: bool) -> Iterator[None]:
         bar.update(1)
 
     runtime.progress_hook = hook
+    quiet = _UserErrorsUnlogged()
+    handlers = _prefect_handlers()
+    for h in handlers:
+        h.addFilter(quiet)
     try:
         yield
     finally:
+        for h in handlers:
+            h.removeFilter(quiet)
         runtime.progress_hook = None
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -79,6 +115,33 @@ def _check_sets(*specs: str | None) -> None:
     for spec in specs:
         if spec is not None:
             load_problem_set(spec)
+
+
+def _preflight(cfg: Any, *specs: str | None) -> None:
+    """Refuse, before Prefect starts, a damaged catalog, and a budget or a problem that does not fit
+    the model's window, naming the problem (the pass would prefill past the window, or hang)."""
+    from flows.run import run_env
+    from flywheel.problemsets import load_problem_set, over_window
+
+    env = run_env(cfg)
+    eng = env.engine()   # the process's engine and library: the pass reuses them
+    window = eng.context_window
+    if window and cfg.budget > window:
+        raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
+                         hint=f"a decode budget of at most {window:,} tokens")
+    for spec in specs:
+        if window and spec is not None:
+            bad = over_window(load_problem_set(spec, limit=cfg.limit).problems,
+                              lambda text: len(eng.encode(text)), window, cfg.budget)
+            if bad:
+                more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+                raise InputError(f"{bad[0]}{more}",
+                                 hint="shorten or remove such problems, or give a smaller --budget")
+    damage = env.open_library().catalog.damage()
+    if damage:
+        raise LibraryError(f"the catalog database is damaged: {damage[0]}",
+                           hint="`flywheel library verify`; restore the catalog from a backup, or import an export "
+                                "into a new library")
 
 
 def _config(ctx: click.Context, **kw: Any) -> Any:
@@ -108,11 +171,11 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 
 @click.command("run")
 @click.option("--problems", "problems", required=True, help="champ, a .jsonl/.csv/.parquet file, or gen:linear?n=50&seed=1.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--run-budget", type=click.IntRange(min=0), default=None, help="Decode-token budget for the whole run.")
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True,
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
+@click.option("--run-budget", type=click.IntRange(0, config.MAX_DB_INT), default=None, help="Decode-token budget for the whole run.")
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True,
               help="Attempts per problem (more than 1 samples with seeds).")
-@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True, help="Base sampling seed.")
+@click.option("--seed", type=click.IntRange(0, config.MAX_SEED), default=config.DEFAULT_SEED, show_default=True, help="Base sampling seed.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N problems.")
 @click.option("--no-graft", is_flag=True, help="Never graft: solve every problem from the plain prompt.")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
@@ -153,6 +216,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
                   limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype,
                   calculator=calculator)
+    _preflight(cfg, problems)
     from flows.run import flywheel_run
 
     with _progress(True):
@@ -166,8 +230,8 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
 @click.command("serve")
 @click.option("--problems", "problems", required=True, help="The problem set each scheduled run works through.")
 @click.option("--cron", required=True, help="Cron schedule, e.g. '0 3 * * *'.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True)
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True)
 @click.option("--name", default="flywheel", show_default=True, help="Deployment name.")
 @click.pass_context
 def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, attempts: int, name: str) -> None:
@@ -187,9 +251,9 @@ def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, atte
 @click.option("--problems", "library_set", default=None,
               help="Set whose curated solutions are deposited first (e.g. gen:linear?n=20&seed=1).")
 @click.option("--heldout", required=True, help="Held-out set evaluated with and without near grafts.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEFAULT_ATTEMPTS, show_default=True)
-@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True)
+@click.option("--seed", type=click.IntRange(0, config.MAX_SEED), default=config.DEFAULT_SEED, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N held-out problems.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
@@ -205,6 +269,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
     _check_sets(library_set)
     cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit, slots=slots,
                   dtype=dtype, calculator=calculator)
+    _preflight(cfg, heldout, library_set)
     from flows.evaluate import heldout_eval
 
     with _progress(True):
@@ -225,14 +290,14 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
               help="Train set: passes sample, verify and deposit here (e.g. 'gen:all?n=20&seed=1&split=train').")
 @click.option("--heldout", required=True, help="Held-out set, run with and without near grafts "
                                                "(e.g. 'gen:all?n=20&seed=2&split=heldout').")
-@click.option("--passes", type=click.IntRange(min=0), default=config.STUDY_PASSES, show_default=True,
-              help="Train passes.")
-@click.option("--attempts", type=click.IntRange(min=1), default=config.STUDY_ATTEMPTS, show_default=True,
+@click.option("--passes", type=click.IntRange(0, config.MAX_STUDY_PASSES), default=config.STUDY_PASSES,
+              show_default=True, help="Train passes (they stop early once a pass deposits nothing new).")
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.STUDY_ATTEMPTS, show_default=True,
               help="Sampled attempts per unsolved train problem, sharing one prefill.")
-@click.option("--budget", type=click.IntRange(min=0), default=None, help=_BUDGET_HELP)
+@click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
 @click.option("--curated", type=click.IntRange(min=0), default=config.STUDY_CURATED, show_default=True,
               help="Curated worked solutions seeded per family (0 = the model's own only).")
-@click.option("--seed", type=int, default=config.DEFAULT_SEED, show_default=True)
+@click.option("--seed", type=click.IntRange(0, config.MAX_SEED), default=config.DEFAULT_SEED, show_default=True)
 @click.option("--members", "near_members", type=click.IntRange(1, config.MAX_NEAR_MEMBERS), default=None,
               help="Related verified solutions grafted together on a near route "
                    f"(default: {config.DEFAULT_NEAR_MEMBERS}).")
@@ -259,6 +324,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
                   attempts=attempts, near_members=near_members, calculator=calculator)
+    _preflight(cfg, train, heldout)
     with _progress(True):
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated,
                            progress=lambda line: click.echo(line, err=True))
@@ -282,13 +348,13 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 @click.command("demo")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the demo library goes (default: a fresh temporary directory).")
-@click.option("--budget", type=click.IntRange(min=1), default=config.DEMO_BUDGET, show_default=True,
+@click.option("--budget", type=click.IntRange(1, config.MAX_BUDGET), default=config.DEMO_BUDGET, show_default=True,
               help="Decode-token budget per attempt.")
 @click.option("--champ", "n_champ", type=click.IntRange(min=1), default=config.DEMO_CHAMP, show_default=True,
               help="CHAMP problems.")
 @click.option("--families", "per_family", type=click.IntRange(min=0), default=config.DEMO_PER_FAMILY,
               show_default=True, help="Generated problems per word-problem family (10 families).")
-@click.option("--attempts", type=click.IntRange(min=1), default=config.DEMO_ATTEMPTS, show_default=True,
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEMO_ATTEMPTS, show_default=True,
               help="Sampled attempts per problem in each pass, sharing one prefill.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")

@@ -77,25 +77,28 @@ def test_verified_redeposit_upgrades_an_unverified_solution(catalog: Catalog) ->
 
 def test_exact_match_uses_normalized_text_and_fingerprint(catalog: Catalog) -> None:
     catalog.deposit(problem(3), solution(3), artifact("a3"))
-    hit = catalog.exact_match("  WHAT is 3 +   3?\n", FP)
+    hit = catalog.exact_match("  What is 3 +   3?\n", FP)
     assert hit is not None and hit.artifact_sha256 == artifact("a3").sha256 and hit.problem_id == "demo-3"
     assert catalog.exact_match("What is 3 + 4?", FP) is None
+    assert catalog.exact_match("WHAT is 3 + 3?", FP) is None   # case is part of the problem
     assert catalog.exact_match(problem(3).text, OTHER_FP) is None
 
 
 def test_problem_id_reused_for_other_text_is_a_conflict(catalog: Catalog) -> None:
     catalog.upsert_problem(problem(1))
-    again = catalog.upsert_problem(ProblemSpec(text="  what is 1 + 1? ", id="demo-1"))
+    again = catalog.upsert_problem(ProblemSpec(text="  What is 1 +\n1? ", id="demo-1"))
     assert again.text == problem(1).text
     with pytest.raises(CatalogConflictError, match="demo-1"):
         catalog.upsert_problem(ProblemSpec(text="Something else", id="demo-1"))
+    with pytest.raises(CatalogConflictError, match="demo-1"):
+        catalog.upsert_problem(ProblemSpec(text="what is 1 + 1?", id="demo-1"))
 
 
 def test_problem_without_id_gets_a_stable_one_and_reference_is_filled_later(catalog: Catalog) -> None:
     a = catalog.upsert_problem(ProblemSpec(text="Find x: 2x = 6"))
     b = catalog.upsert_problem(ProblemSpec(text="Find x: 2x = 6", reference="3"))
     assert a.id == b.id and a.id.startswith("p-") and b.reference == "3"
-    assert [p.id for p in catalog.problems_by_text("find x:  2x = 6")] == [a.id]
+    assert [p.id for p in catalog.problems_by_text("Find x:  2x = 6")] == [a.id]
 
 
 def test_get_artifact_by_prefix(catalog: Catalog) -> None:

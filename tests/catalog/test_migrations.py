@@ -68,7 +68,7 @@ def test_migrations_are_ordered_and_named() -> None:
 
     script = ScriptDirectory.from_config(alembic_config())
     chain = [rev for rev in script.walk_revisions("base", "heads")][::-1]   # oldest first
-    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005", "0007", "0008"]
+    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]
     for rev in chain:
         assert Path(rev.path).name.startswith(f"{rev.revision}_") and rev.doc   # ordered, named, described
 
@@ -245,4 +245,49 @@ def test_0008_counts_tool_tokens_apart_zero_for_older_attempts_and_back(tmp_path
         conn.commit()
         assert conn.execute(text("SELECT count(*) FROM problem_savings")).scalar() == 0   # the view is back
     assert "tool_tokens" not in {c["name"] for c in inspect(db).get_columns("attempts")}
+    db.dispose()
+
+
+def test_0006_rekeys_problems_so_different_texts_are_different_problems(tmp_path: Path) -> None:
+    import hashlib
+    import unicodedata
+
+    from sqlalchemy import create_engine
+
+    from flywheel.catalog import ProblemSpec, text_hash
+
+    def old_hash(t: str) -> str:   # the identity before 0006: NFKC + casefold + whitespace
+        return hashlib.sha256(" ".join(unicodedata.normalize("NFKC", t).casefold().split()).encode()).hexdigest()
+
+    url = config.database_url(tmp_path)
+    db = create_engine(url)
+    assert migrate(db, "0005") == "0005"
+    texts = {"sup": "What is 2\u00b3 + 1?", "cap": "Let A = 5 and a = 2. What is A?", "ws": "  Solve  x+1=2\n"}
+    with db.begin() as conn:
+        for pid, t in texts.items():
+            conn.execute(text("INSERT INTO problems (id, text, text_hash, created_at) "
+                              "VALUES (:i, :t, :h, '2025-01-01 00:00:00')"), {"i": pid, "t": t, "h": old_hash(t)})
+    assert migrate(db) == head_revision()
+    with db.connect() as conn:
+        keys = dict(conn.execute(text("SELECT id, text_hash FROM problems")).all())
+    assert keys == {pid: text_hash(t) for pid, t in texts.items()}
+    db.dispose()
+
+    cat = open_catalog(url)   # the look-alike texts are no longer the catalogued problems
+    assert cat.problems_by_text("What is 23 + 1?") == []
+    assert cat.problems_by_text("Let A = 5 and a = 2. What is a?") == []
+    assert [p.id for p in cat.problems_by_text("What is 2\u00b3  + 1?")] == ["sup"]   # whitespace still folds
+    assert [p.id for p in cat.problems_by_text("Solve x+1=2")] == ["ws"]
+    row = cat.upsert_problem(ProblemSpec(text="What is 23 + 1?"))
+    assert row.id not in texts
+    cat.close()
+
+    db = create_engine(url)
+    with db.connect() as conn:   # and back: the old keys again
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0005")
+        conn.commit()
+        keys = dict(conn.execute(text("SELECT id, text_hash FROM problems WHERE id IN ('sup', 'cap', 'ws')")).all())
+    assert keys == {pid: old_hash(t) for pid, t in texts.items()}
     db.dispose()

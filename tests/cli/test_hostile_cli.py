@@ -75,12 +75,17 @@ def test_global_options_are_accepted_after_the_subcommand(flywheel: Run, tmp_pat
     proc = flywheel("verify-graft", "--model", str(tmp_path / "no-such-model"), "--samples", "1")
     assert "no-such-model" in clean_error(proc)
     other = tmp_path / "other-lib"
-    assert json.loads(flywheel("library", "ls", "--library", str(other), "--json", check=True).stdout) == []
+    assert str(other) in clean_error(flywheel("library", "ls", "--library", str(other), "--json"))
+    assert not other.exists() and not (tmp_path / "lib").exists()   # inspecting never creates a library
+    flywheel("deposit", "--library", str(other), "--problem", "What is 1+1?", "--solution", "1+1=2", "--answer", "2",
+             "--reference", "2", check=True)
+    assert len(json.loads(flywheel("library", "ls", "--library", str(other), "--json", check=True).stdout)) == 1
     assert (other / "catalog.db").is_file() and not (tmp_path / "lib").exists()
 
 
 def test_export_refuses_a_missing_folder_and_an_existing_file_unless_forced(flywheel: Run, tmp_path: Path) -> None:
     assert "does not exist" in clean_error(flywheel("library", "export", str(tmp_path / "nope" / "b.tar")), 2)
+    Library.open(tmp_path / "lib").close()   # an empty library (exporting never creates one)
     target = tmp_path / "b.tar"
     target.write_bytes(b"precious")
     assert "--force" in clean_error(flywheel("library", "export", str(target)), 2)

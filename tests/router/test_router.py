@@ -66,13 +66,16 @@ def test_empty_library_routes_to_none(library: Path, catalog: Catalog) -> None:
     assert Router(library, catalog).route(LINEAR, FP) == RouteDecision("none", None, 0.0, None)
 
 
-def test_recurring_problem_routes_exact_despite_case_spacing_and_unicode(library: Path, catalog: Catalog) -> None:
+def test_recurring_problem_routes_exact_despite_spacing_but_never_across_meaning(library: Path,
+                                                                                  catalog: Catalog) -> None:
     sha = deposit(catalog, "lin-1", LINEAR)
-    d = Router(library, catalog).route("  SOLVE for x:\n3x + 5 = 20. ", FP)
+    d = Router(library, catalog).route("  " + LINEAR.replace(" ", "  \n") + " ", FP)
     assert d == RouteDecision("exact", sha, 1.0, "lin-1")
-    # NFKC: full-width letters and digits are the same problem.
-    assert Router(library, catalog).route("Ｓｏｌｖｅ for x: ３x + 5 = 20.", FP).kind == "exact"
-    assert normalize_text("Ｓｏｌｖｅ  X") == "solve x"
+    # Case, full-width and superscript characters are part of the problem: never an exact recurrence.
+    for other in (LINEAR.upper(), LINEAR.replace("3x", "\uff13x"), LINEAR.replace("3x", "\u00b3x")):
+        assert Router(library, catalog).route(other, FP).kind != "exact"
+    assert normalize_text("Ｓｏｌｖｅ  X\n") == "Ｓｏｌｖｅ X"
+    assert normalize_text("What is 2\u00b3 + 1?") != normalize_text("What is 23 + 1?")
 
 
 def test_related_problem_routes_near_and_unrelated_to_none(library: Path, catalog: Catalog) -> None:

@@ -281,7 +281,7 @@ def test_clean_bundle_imports_whole_and_routes_its_verified_entries(bundle: Path
 
 def test_same_problem_text_under_a_new_id_is_filed_under_the_existing_problem(
         bundle: Path, target: Library, tiny_gemma: Engine) -> None:
-    target.deposit(tiny_gemma, Problem(id="mine-7", text="  solve for X: 2x+3=7 ", reference="2"),
+    target.deposit(tiny_gemma, Problem(id="mine-7", text="  Solve for x:\n 2x+3=7 ", reference="2"),
                    "Subtract 3, divide by 2: x = 2.", "2")
     import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
     ids = {a.problem_id for a in target.catalog.list_artifacts(include_unverified=True)}
@@ -302,7 +302,7 @@ def test_unverified_deposit_never_stores_an_answer_its_reference_contradicts(tar
 
 def test_deposit_of_the_same_text_under_a_new_id_is_recognised(target: Library, tiny_gemma: Engine) -> None:
     first = target.deposit(tiny_gemma, LINEAR, "2x = 4, so x = 2.", "2")
-    again = target.deposit(tiny_gemma, Problem(id="lin-copy", text=LINEAR.text.upper(), reference="2"),
+    again = target.deposit(tiny_gemma, Problem(id="lin-copy", text=LINEAR.text.replace(" ", "\t "), reference="2"),
                            "2x = 4, so x = 2.", "2")
     assert again.problem_id == first.problem_id and again.artifact_sha256 == first.artifact_sha256
     assert again.created is False and target.catalog.get_problem("lin-copy") is None
@@ -313,3 +313,70 @@ def test_deposit_refuses_text_beyond_the_limits(target: Library, tiny_gemma: Eng
         target.deposit(tiny_gemma, Problem(id="big", text="x" * 250_000, reference="1"), "1", "1")
     with pytest.raises(DepositRefusedError, match="limit"):
         target.deposit(tiny_gemma, Problem(id="i" * 300, text="What is 1+0?", reference="1"), "1", "1")
+
+
+# --- what is no bundle at all is refused at once (issue 23, item 9) ------------------------------
+
+
+def _fifo(tmp_path: Path) -> Path:
+    import os
+
+    path = tmp_path / "fifo.tar"
+    os.mkfifo(path)   # no writer: opening it for reading would block forever
+    return path
+
+
+def _sparse_zeros(tmp_path: Path) -> Path:
+    path = tmp_path / "zeros.tar.xz"
+    with open(path, "wb") as fh:
+        fh.truncate(50 * 2**30)   # 50 GiB of zeros, no disk used
+    return path
+
+
+@pytest.mark.parametrize(("make", "why"), [
+    (lambda tmp: Path("/dev/zero"), "not a regular file"),
+    (_fifo, "not a regular file"),
+    (_sparse_zeros, "starts like no tar"),
+    (lambda tmp: tmp, "not a regular file"),
+])
+def test_a_device_fifo_or_file_of_zeros_is_refused_at_once(make: Callable[[Path], Path], why: str,
+                                                           target: Library, tiny_gemma: Engine,
+                                                           tmp_path: Path) -> None:
+    path = make(tmp_path)
+    t0 = time.perf_counter()
+    with pytest.raises(BundleRefusedError, match=why):
+        import_bundle(target, path, tiny_gemma)
+    assert time.perf_counter() - t0 < 5
+    assert target.catalog.list_artifacts(include_unverified=True) == []
+
+
+@pytest.mark.parametrize("compression", ["", "gz", "bz2", "xz"])
+def test_every_kind_of_bundle_still_opens(compression: str, source: Library, target: Library,
+                                          tiny_gemma: Engine, tmp_path: Path) -> None:
+    plain = tmp_path / "plain.tar"
+    export_bundle(source, plain)
+    path = tmp_path / f"b.tar.{compression}" if compression else plain
+    if compression:
+        with tarfile.open(plain) as src, tarfile.open(path, f"w:{compression}") as dst:
+            for m in src.getmembers():
+                dst.addfile(m, src.extractfile(m))
+    assert import_bundle(target, path, tiny_gemma, allow_unverified=True).imported == 3
+
+
+@pytest.mark.parametrize("compression", ["xz", "gz"])
+def test_a_compressed_bundle_with_a_huge_zero_padded_tail_never_hangs(
+        compression: str, bundle: Path, target: Library, tiny_gemma: Engine, tmp_path: Path) -> None:
+    import lzma
+
+    path = tmp_path / f"padded.tar.{compression}"
+    for data, ok in ((bundle.read_bytes(), True), (b"", False)):   # a whole bundle, then an empty stream
+        path.write_bytes(lzma.compress(data) if compression == "xz" else gzip.compress(data))
+        with open(path, "r+b") as fh:
+            fh.truncate(path.stat().st_size + 20 * 2**30)   # 20 GiB of zeros ("stream padding"), no disk used
+        t0 = time.perf_counter()
+        if ok:   # the reader stops at the tar's end: the padding is never read
+            assert import_bundle(target, path, tiny_gemma, allow_unverified=True).imported == 3
+        else:    # the reader looks for the tar's first block in the padding
+            with pytest.raises(BundleRefusedError, match="zero bytes in a row|no manifest|not a readable bundle"):
+                import_bundle(target, path, tiny_gemma, allow_unverified=True)
+        assert time.perf_counter() - t0 < 30

@@ -22,10 +22,8 @@ views of 0002 stay as they are.
   e.g. `SELECT problem_id, decode_tokens_without, decode_tokens_with, decode_factor FROM problem_savings`.
   (`tokens_saved` of 0002 stays for old queries: per attempt, against a per-attempt mean.)
 
-This tree had no 0006 when this was written: it chains after 0005.
-
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = '0007'
-down_revision = '0005'
+down_revision = '0006'
 branch_labels = None
 depends_on = None
 
