@@ -357,15 +357,14 @@ class _Finisher:
     def close(self) -> None:
         """Wait for every verification and record (depositing as they ask); raise the first failure."""
         try:
-            while self.futures:
+            while True:
+                self.deposit_ready()   # may add the records of what it deposits
+                if not self.futures:
+                    break
                 finished, _ = wait(self.futures, timeout=0.05, return_when=FIRST_COMPLETED)
-                self.deposit_ready()
                 self.futures = [f for f in self.futures if f not in finished]
                 for f in finished:
                     f.result()
-            self.deposit_ready()
-            if self.futures:
-                self.close()
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
