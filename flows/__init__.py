@@ -19,6 +19,14 @@ from flows import server  # noqa: E402
 
 server.install()  # before anything can start a temporary server
 
-from flows.run import RunConfig, flywheel_run  # noqa: E402
-
 __all__ = ["RunConfig", "flywheel_run"]
+
+
+def __getattr__(name: str) -> object:
+    # `flows.run` imports torch and transformers (seconds): loaded on first use, so that
+    # `flows.server.start_early()` can start Prefect's server before that import, not after it.
+    if name in __all__:
+        from flows import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module 'flows' has no attribute {name!r}")

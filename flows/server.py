@@ -42,6 +42,7 @@ GRACE_S = 5.0  # SIGTERM -> SIGKILL; uvicorn shuts the SQLite-backed server down
 _POLL_S = 0.05
 
 _lock = threading.Lock()
+_start_lock = threading.RLock()   # one temporary-server start at a time (see `arm`)
 _watchdog: subprocess.Popen[str] | None = None
 _broken = False  # the watchdog's pipe failed once (warned); stop writing to it
 
@@ -154,8 +155,17 @@ def arm(server_class: Any) -> None:
         if process is not None:
             forget(process.pid)
 
+    begin = server_class.start
+
+    def _start(self: Any, *args: Any, **kwargs: Any) -> None:
+        # Prefect marks a server `running` before it answers; a second caller (a flow, while
+        # `start_early`'s thread is still booting it) waits here for the first to finish.
+        with _start_lock:
+            begin(self, *args, **kwargs)
+
     server_class._run_uvicorn_command = _run_uvicorn_command
     server_class.stop = _stop
+    server_class.start = _start
     server_class._flywheel_watched = True
 
 
@@ -199,6 +209,37 @@ def install() -> None:
         arm(module.SubprocessASGIServer)
     elif not any(isinstance(f, _ArmOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _ArmOnImport())
+
+
+# --- starting the temporary server while the process loads its model ----------------------------------
+
+
+def start_early() -> threading.Thread | None:
+    """With no Prefect API configured, begin starting Prefect's temporary server now, on a thread.
+
+    The server boots in its own process (~4-8 s on 2 cores) while this one imports torch and
+    loads its model; the first flow then finds it up instead of waiting for it (a flow that
+    comes first waits for this start, see `arm`). Returns the thread, or None when a server
+    is configured (`PREFECT_API_URL`) or temporary servers are off. A failed early start is
+    left for the first flow to retry and report.
+    """
+    install()
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_ENABLED
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        return None
+
+    def boot() -> None:
+        try:
+            from prefect.server.api.server import SubprocessASGIServer
+
+            SubprocessASGIServer().start()
+        except Exception:  # the first flow starts it again and says what is wrong
+            pass
+
+    thread = threading.Thread(target=boot, name="prefect-server-start", daemon=True)
+    thread.start()
+    return thread
 
 
 if __name__ == "__main__":

@@ -144,9 +144,18 @@ def _preflight(cfg: Any, *specs: str | None) -> None:
                                 "into a new library")
 
 
+def _start_prefect() -> None:
+    """Start Prefect's temporary server (if no server is configured) while this process loads its model."""
+    _quiet_prefect()
+    from flows import server
+
+    server.start_early()
+
+
 def _config(ctx: click.Context, **kw: Any) -> Any:
     _quiet_prefect()
     _check_sets(kw.get("problems"))
+    _start_prefect()   # the problems are readable: the pass will run
     from flows.run import RunConfig
 
     s = settings_of(ctx)
@@ -320,10 +329,10 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     """
     _quiet_prefect()   # before Prefect is imported
     _check_sets(heldout)
-    from flows import study as st
-
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
                   attempts=attempts, near_members=near_members, calculator=calculator)
+    from flows import study as st
+
     _preflight(cfg, train, heldout)
     with _progress(True):
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated,
@@ -367,7 +376,7 @@ def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, pe
     Example:
       flywheel demo            # a few minutes on 2 CPU cores with the default model
     """
-    _quiet_prefect()
+    _start_prefect()
     from flows.demo import describe, run_demo
 
     s = settings_of(ctx)
