@@ -35,6 +35,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -193,7 +194,9 @@ def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     Each slot makes the very `scaled_dot_product_attention` call transformers' SDPA integration
     makes for one query with no mask (grouped heads via `enable_gqa`, no copies of the keys),
     without its per-call Python work; anything else (a softcap, dropout, wide heads) goes
-    through the integration itself.
+    through the integration itself. Over long contexts the slots are split between this thread
+    and `_attention_pool` (`_split_slots`): each slot's call is the same single-threaded call
+    either way, so where it runs never changes its bits.
     """
     step: _StepCache = kwargs.pop("slot_step")
     views = step.visible[int(module.layer_idx)]  # type: ignore[arg-type]
@@ -203,17 +206,67 @@ def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     groups = int(getattr(module, "num_key_value_groups", 1))
     direct = (kwargs.get("softcap") is None and not kwargs.get("dropout") and head_dim <= 256)
     scaling = kwargs.get("scaling")
-    for i, kv in enumerate(views):
-        if kv is None:
-            continue
-        if direct:
-            attn = torch.nn.functional.scaled_dot_product_attention(
-                query[i:i + 1], kv[0], kv[1], attn_mask=None, dropout_p=0.0, scale=scaling, is_causal=False,
-                **({"enable_gqa": True} if groups > 1 else {}))   # (1, heads, 1, head_dim)
-            out[i] = attn[0].transpose(0, 1)
-        else:
-            out[i:i + 1] = sdpa_attention_forward(module, query[i:i + 1], kv[0], kv[1], None, **kwargs)[0]
+
+    def attend(slots: list[int]) -> None:
+        for i in slots:
+            kv = views[i]
+            assert kv is not None
+            if direct:
+                attn = torch.nn.functional.scaled_dot_product_attention(
+                    query[i:i + 1], kv[0], kv[1], attn_mask=None, dropout_p=0.0, scale=scaling, is_causal=False,
+                    **({"enable_gqa": True} if groups > 1 else {}))   # (1, heads, 1, head_dim)
+                out[i] = attn[0].transpose(0, 1)
+            else:
+                out[i:i + 1] = sdpa_attention_forward(module, query[i:i + 1], kv[0], kv[1], None, **kwargs)[0]
+
+    here, there = _split_slots(views)
+    if not there:
+        attend(here)
+        return out, None
+
+    def attend_there() -> None:
+        with torch.inference_mode():   # inference mode is per thread; `out` is an inference tensor
+            attend(there)
+
+    pending = _attention_pool().submit(attend_there)
+    try:
+        attend(here)
+    finally:
+        pending.result()
     return out, None
+
+
+#: Keys a layer's slots attend over together before the slots are split between two threads: below
+#: it, handing work to a thread costs more than the calls (~10 us each over short contexts).
+PARALLEL_ATTENTION_KEYS = 2048
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _attention_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slot-attention")
+        return _pool
+
+
+def _split_slots(views: list[tuple[torch.Tensor, torch.Tensor] | None]) -> tuple[list[int], list[int]]:
+    """Occupied slots in two groups of about equal keys (the second for the pool), or all in the first.
+
+    Split only when there is a second core and enough keys to pay for the hand-off.
+    """
+    sizes = [(i, kv[0].shape[-2]) for i, kv in enumerate(views) if kv is not None]
+    total = sum(n for _, n in sizes)
+    if total < PARALLEL_ATTENTION_KEYS or len(sizes) < 2 or torch.get_num_threads() < 2:
+        return [i for i, _ in sizes], []
+    groups: tuple[list[int], list[int]] = ([], [])
+    loads = [0, 0]
+    for i, n in sorted(sizes, key=lambda s: -s[1]):   # longest first, each to the lighter group
+        g = 0 if loads[0] <= loads[1] else 1
+        groups[g].append(i)
+        loads[g] += n
+    return groups
 
 
 AttentionInterface.register(SLOT_ATTENTION, _slot_attention)
