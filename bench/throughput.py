@@ -24,7 +24,9 @@ stops at its stop rule, EOS or the budget, so token counts can differ slightly b
 `--llama-cpp PYTHON` names an interpreter that has `llama-cpp-python` (a competitor only, never a
 dependency of the product: build it in a separate venv with `pip install llama-cpp-python`).
 It decodes the same prompts from the same packaged GGUF file (Q4_K_M: 4-bit weights, where our
-engine runs the dequantized fp32 weights) with 2 threads, one sequence at a time, greedy.
+engine runs the dequantized fp32 weights) with 2 threads, greedy: one sequence at a time, then
+batched at each `--slots` B (one llama_context with B sequences, one llama_decode per step with a
+token per active sequence, continuous refill: its batch API, the fair anchor for batched decoding).
 """
 
 from __future__ import annotations
@@ -156,20 +158,87 @@ print(json.dumps({"tokens": tokens, "decode_s": decode_s, "wall_s": time.perf_co
 """
 
 
-def llama_cpp(python: str, model: str, texts: list[str], budget: int) -> dict[str, Any]:
-    """The competitor in its own interpreter: same GGUF, same prompts, our thread count, one sequence at a time."""
+# Batched: one llama_context with `slots` sequences (n_seq_max), continuous batching as ours does:
+# every step is one llama_decode of one token per active sequence (a llama_batch with one
+# sequence id per row); a finished sequence's cells are cleared and the next prompt is prefilled
+# into its sequence id. Greedy (argmax of each row's logits), stops at EOS/EOT or the budget.
+_LLAMA_CPP_BATCHED = r"""
+import json, sys, time, ctypes
+import numpy as np
+import llama_cpp.llama_cpp as L
+from llama_cpp import Llama
+args = json.loads(sys.stdin.read())
+S, budget, ctx_per = args["slots"], args["budget"], args["ctx_per_seq"]
+llm = Llama(model_path=args["gguf"], n_ctx=256, n_threads=args["threads"], n_threads_batch=args["threads"], verbose=False)
+model = llm._model.model
+p = L.llama_context_default_params()
+p.n_ctx = S * ctx_per; p.n_batch = max(512, ctx_per); p.n_ubatch = p.n_batch; p.n_seq_max = S
+p.n_threads = p.n_threads_batch = args["threads"]
+ctx = L.llama_init_from_model(model, p)
+mem = L.llama_get_memory(ctx)
+vocab = L.llama_model_get_vocab(model)
+n_vocab = L.llama_vocab_n_tokens(vocab)
+eos = {L.llama_vocab_eos(vocab), L.llama_vocab_eot(vocab)}
+batch = L.llama_batch_init(max(p.n_batch, S), 0, 1)
+def decode(items):   # items: (token, pos, seq, want_logits)
+    batch.n_tokens = len(items)
+    for i, (t, pos, s, want) in enumerate(items):
+        batch.token[i] = t; batch.pos[i] = pos; batch.n_seq_id[i] = 1; batch.seq_id[i][0] = s; batch.logits[i] = want
+    rc = L.llama_decode(ctx, batch)
+    assert rc == 0, rc
+def logits(i):
+    return np.ctypeslib.as_array(L.llama_get_logits_ith(ctx, i), shape=(n_vocab,))
+prompts = [llm.tokenize(t.encode(), add_bos=True, special=False) for t in args["prompts"]]
+queue = list(range(len(prompts)))
+active = {}   # seq -> [prompt index, pos, tokens, next token]
+tokens = 0; decode_s = prefill_s = 0.0; steps = 0
+start = time.perf_counter()
+def admit(seq):
+    global prefill_s
+    if not queue: return
+    k = queue.pop(0); ids = prompts[k]
+    L.llama_memory_seq_rm(mem, seq, -1, -1)
+    t = time.perf_counter()
+    decode([(tok, j, seq, int(j == len(ids) - 1)) for j, tok in enumerate(ids)])
+    prefill_s += time.perf_counter() - t
+    active[seq] = [k, len(ids), [], int(logits(len(ids) - 1).argmax())]
+for s in range(S): admit(s)
+while active:
+    feed = []
+    for s in list(active):
+        a = active[s]
+        tok = a[3]; a[2].append(tok); tokens += 1
+        if tok in eos or len(a[2]) >= budget:
+            del active[s]; admit(s); continue
+        feed.append((tok, a[1], s, 1)); a[1] += 1
+    if not feed: continue
+    t = time.perf_counter()
+    decode(feed)
+    for i, (_, _, s, _) in enumerate(feed):
+        active[s][3] = int(logits(i).argmax())
+    decode_s += time.perf_counter() - t; steps += 1
+print(json.dumps({"tokens": tokens, "decode_s": decode_s, "prefill_s": prefill_s, "steps": steps,
+                  "wall_s": time.perf_counter() - start, "slots": S}))
+"""
+
+
+def llama_cpp(python: str, model: str, texts: list[str], budget: int, slots: int | None = None) -> dict[str, Any]:
+    """The competitor in its own interpreter: same GGUF, same prompts, our thread count; one sequence at a
+    time (`slots` None) or `slots` sequences batched per llama_decode."""
     import subprocess
     import tempfile
 
     from flywheel.modelzoo import PACKAGED
 
+    prompts = [plain_prompt(t) for t in texts]
     with tempfile.TemporaryDirectory() as scratch:
         gguf = PACKAGED[model].locate_gguf(Path(scratch))
         payload = json.dumps({"gguf": str(gguf), "budget": budget, "threads": config.DEFAULT_THREADS,
-                              "prompts": [plain_prompt(t) for t in texts]})
-        proc = subprocess.run([python, "-c", _LLAMA_CPP], input=payload, capture_output=True, text=True, check=True)
+                              "prompts": prompts, "slots": slots or 1, "ctx_per_seq": 512})
+        script = _LLAMA_CPP if slots is None else _LLAMA_CPP_BATCHED
+        proc = subprocess.run([python, "-c", script], input=payload, capture_output=True, text=True, check=True)
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    out["steps"] = out["tokens"]
+    out.setdefault("steps", out["tokens"])
     return out
 
 
@@ -218,13 +287,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"{row['flops_share']:.0%} of matmul FLOP/s", flush=True)
         del engine
     if args.llama_cpp:
-        out = llama_cpp(args.llama_cpp, args.model, texts, args.budget)
-        row = {"config": "llama.cpp", "dtype": "q4_k_m", "slots": None, **out,
-               "tokens_per_s": out["tokens"] / out["decode_s"]}
-        rows.append(row)
-        if not args.json:
-            print(f"{'llama.cpp':>16} {'q4_k_m':>8}: {out['tokens']:>5.0f} tok in {out['decode_s']:6.1f} s decode "
-                  f"({row['tokens_per_s']:6.1f} tok/s), pass {out['wall_s']:6.1f} s (separate process)", flush=True)
+        for slots in [None, *args.slots]:
+            out = llama_cpp(args.llama_cpp, args.model, texts, args.budget, slots)
+            name = "llama.cpp" if slots is None else f"llama.cpp B={slots}"
+            row = {"config": name, "dtype": "q4_k_m", "slots": None, "llama_cpp_slots": slots, **out,
+                   "tokens_per_s": out["tokens"] / out["decode_s"]}
+            rows.append(row)
+            if not args.json:
+                print(f"{name:>16} {'q4_k_m':>8}: {out['tokens']:>5.0f} tok in {out['decode_s']:6.1f} s decode "
+                      f"({row['tokens_per_s']:6.1f} tok/s), pass {out['wall_s']:6.1f} s (separate process)", flush=True)
     base = next(r["tokens_per_s"] for r in rows if r["config"] == "one-at-a-time")
     fp32 = {str(r["slots"]): r["tokens_per_s"] for r in rows if r["slots"] and r["dtype"] == "float32"}
     best = max(fp32, key=lambda b: fp32[b])
@@ -233,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                "tokens_per_s_bf16": {str(r["slots"]): r["tokens_per_s"] for r in rows if r["dtype"] == "bfloat16"},
                "best_slots": int(best), "speedup_best": fp32[best] / base, "rows": rows,
                "llama_cpp_tokens_per_s": next((r["tokens_per_s"] for r in rows if r["config"] == "llama.cpp"), None),
+               "llama_cpp_batched_tokens_per_s": {str(r["llama_cpp_slots"]): r["tokens_per_s"] for r in rows
+                                                  if r.get("llama_cpp_slots")},
                "bf16_answers": compare_answers(items, rows)}
     if args.json:
         print(json.dumps(summary))
@@ -249,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         if summary["llama_cpp_tokens_per_s"]:
             print(f"best fp32 batched vs llama.cpp (q4_k_m, one sequence): "
                   f"{fp32[best] / summary['llama_cpp_tokens_per_s']:.2f}x")
+        theirs = summary["llama_cpp_batched_tokens_per_s"]
+        for b, tps in theirs.items():
+            print(f"B={b}: ours fp32 {fp32[b]:.1f} tok/s vs llama.cpp batched {tps:.1f} ({fp32[b] / tps:.2f}x); "
+                  f"best of each: {fp32[best] / max(theirs.values()):.2f}x")
     return 0
 
 
