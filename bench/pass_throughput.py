@@ -9,7 +9,12 @@ near grafts a pass routes to, ~10 artifacts), then the same held-out problems tw
    at its own speed on real work (long grafted contexts, sampled).
 2. `real pass`: `flows.flywheel_run` on the same problems and library (Prefect flow on its
    temporary server, routing, grafts, verification, deposits, catalog writes): decode tokens /
-   flow wall, and where the time went (`breakdown`, from the run's own phase clock).
+   flow wall, and where the time went (`breakdown`, from the run's own phase clock). The
+   temporary server is started as `flywheel run` starts it: at process start, booting while
+   the model loads (`flows.server.start_early`); the flow call pays for any of it not done yet.
+3. `command`: the same pass as a user types it, `flywheel run ... --json` in a fresh process on
+   a copy of the library as it was before (2): imports, model load, the server, the pass.
+   Decode tokens / the command's whole wall.
 
 Also, on the same step logits: the sampler's cost per step, the previous one (softmax +
 multinomial per row) beside the batched one (`flywheel.sampling`).
@@ -19,7 +24,8 @@ multinomial per row) beside the batched one (`flywheel.sampling`).
     .venv/bin/python bench/pass_throughput.py --per-family 4 --slots 32 --json
 
 JSON keys: `decoder_tokens_per_s`, `pass_tokens_per_s`, `pass_efficiency` (their ratio),
-`breakdown` (seconds per phase of the pass), `decoder`, `pass`, `sampler`, `setup`.
+`breakdown` (seconds per phase of the pass), `command_tokens_per_s`, `command_efficiency`,
+`decoder`, `pass`, `command`, `sampler`, `setup`.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -107,6 +114,26 @@ def real_pass(root: Path, model: str, spec: str, attempts: int, budget: int, slo
             "routes": sorted({r["route"] for r in summary["results"]})}
 
 
+def command_pass(root: Path, model: str, spec: str, attempts: int, budget: int, slots: int, seed: int,
+                 members: int) -> dict[str, Any]:
+    """`flywheel run` as a user types it, in a fresh process: the whole command's wall and its summary."""
+    import subprocess
+
+    exe = Path(sys.executable).with_name("flywheel")
+    cmd = [str(exe), "--model", model, "--library", str(root), "run", "--problems", spec, "--attempts", str(attempts),
+           "--budget", str(budget), "--slots", str(slots), "--seed", str(seed), "--members", str(members), "--json"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"flywheel run failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    tokens = summary["totals"]["decode_tokens"]
+    return {"decode_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
+            "flow_wall_s": summary["timing"]["wall_seconds"], "verified": summary["totals"]["verified"],
+            "command": " ".join(cmd[1:])}
+
+
 def sampler_cost(model: str, slots: int, repeats: int = 5) -> dict[str, float]:
     """Milliseconds per step to pick `slots` sampled tokens: per-row softmax + multinomial vs flywheel.sampling."""
     from flows import runtime
@@ -153,19 +180,27 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     spec = f"gen:all?n={args.per_family}&seed={args.problem_seed}&split=heldout"
     load = os.getloadavg()[0]
+    from flows import server
+
+    server.start_early()   # as `flywheel run` does, before its model loads
     with tempfile.TemporaryDirectory(prefix="pass-bench-") as tmp:
         root = Path(tmp) / "library"
         setup = seed_library(root, args.model)
         dec = decoder_alone(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED,
                             args.near_members)
+        shutil.copytree(root, Path(tmp) / "library-cli")   # the library as the pass below finds it
         run = real_pass(root, args.model, spec, args.attempts, args.budget, args.slots, config.DEFAULT_SEED,
                         args.near_members)
+        cli = command_pass(Path(tmp) / "library-cli", args.model, spec, args.attempts, args.budget, args.slots,
+                           config.DEFAULT_SEED, args.near_members)
         sampler = sampler_cost(args.model, args.slots)
     report = {"problems": spec, "attempts": args.attempts, "budget": args.budget, "slots": args.slots,
               "near_members": args.near_members,
               "model": args.model, "decoder_tokens_per_s": dec["tokens_per_s"], "pass_tokens_per_s": run["tokens_per_s"],
               "pass_efficiency": run["tokens_per_s"] / dec["tokens_per_s"], "breakdown": run["breakdown"],
-              "decoder": dec, "pass": run, "sampler": sampler, "setup": setup,
+              "command_tokens_per_s": cli["tokens_per_s"],
+              "command_efficiency": cli["tokens_per_s"] / dec["tokens_per_s"],
+              "decoder": dec, "pass": run, "command": cli, "sampler": sampler, "setup": setup,
               "load_average_before": load, "load_average_after": os.getloadavg()[0]}
     if args.json:
         print(json.dumps(report, indent=2))
@@ -179,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"real pass     : {run['decode_tokens']:6d} decode tokens in {run['wall_s']:6.1f} s = "
           f"{run['tokens_per_s']:6.1f} tok/s, {run['verified']}/{run['problems']} verified")
     print(f"pass efficiency: {report['pass_efficiency']:.2f}")
+    print(f"the command   : {cli['decode_tokens']:6d} decode tokens in {cli['wall_s']:6.1f} s = "
+          f"{cli['tokens_per_s']:6.1f} tok/s (fresh process: imports, model load, Prefect, the pass; "
+          f"efficiency {report['command_efficiency']:.2f})")
     print("where the pass's time went (s; verify and record run beside the decode loop):")
     for name, seconds in run["breakdown"].items():
         print(f"  {name:12s} {seconds:8.2f}")

@@ -187,6 +187,9 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("--seed", type=click.IntRange(0, config.MAX_SEED), default=config.DEFAULT_SEED, show_default=True, help="Base sampling seed.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N problems.")
 @click.option("--no-graft", is_flag=True, help="Never graft: solve every problem from the plain prompt.")
+@click.option("--members", "near_members", type=click.IntRange(1, config.MAX_NEAR_MEMBERS), default=None,
+              help="Related verified solutions grafted together on a near route "
+                   f"(default: {config.DEFAULT_NEAR_MEMBERS}; recorded with the run).")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
 @click.option("--run-id", default=None, help="Resume this run: attempts already recorded are skipped.")
 @click.option("--task-runner", type=click.Choice(config.TASK_RUNNERS), default=None,
@@ -202,7 +205,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int | None, attempts: int, seed: int,
-        limit: int | None, no_graft: bool, no_deposit: bool, run_id: str | None, task_runner: str | None,
+        limit: int | None, no_graft: bool, near_members: int | None, no_deposit: bool, run_id: str | None,
+        task_runner: str | None,
         dask_address: str | None, dask_workers: int | None, slots: int | None, dtype: str | None,
         calculator: bool | None, as_json: bool) -> None:
     """One flywheel pass: route, attempt under budget, verify, deposit, record.
@@ -222,7 +226,8 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
         raise InputError("--dask-address and --dask-workers apply only with --task-runner dask",
                          hint="add --task-runner dask, or drop the --dask-* options")
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
-                  limit=limit, no_graft=no_graft, deposit=not no_deposit, run_id=run_id, task_runner=task_runner,
+                  limit=limit, no_graft=no_graft, near_members=near_members, deposit=not no_deposit, run_id=run_id,
+                  task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype,
                   calculator=calculator)
     _preflight(cfg, problems)
