@@ -8,13 +8,19 @@ The measurement, on one library:
    (`deposited_by` is `curator:study` or the flow run that verified it);
 2. `passes` flywheel passes over the train set: K sampled attempts per unsolved problem sharing
    one prefill, each verified, the first verified one deposited as the model's own;
-3. the held-out set (disjoint from train by construction of the `split=` specs), twice, paired on
-   the same problems and budget, one greedy attempt each: without grafts, and with the router's
-   `near` grafts. Neither arm deposits, so the graft is the only difference.
+3. the held-out set (disjoint from train by construction of the `split=` specs) once per arm, paired
+   on the same problems and budget: `none` (no grafts) and `graft` (the router's `near` grafts),
+   and where asked `graft+calc` / `none+calc` (the same with exact arithmetic in the decode
+   schedule, so the tool's own share shows). Each arm answers once greedily (pass@1) and, with
+   `samples` K > 1, K more times sampled: maj@K (the most frequent of the K extracted answers,
+   no reference used; a tie goes to the earliest attempt's answer) and pass@K (any of the K
+   verified: what the flywheel would deposit). No arm deposits, so the arm is the only difference.
 
 Reported: per pass the verified count, self-deposits, decode tokens and verified solutions per
-1,000 decode tokens; held-out accuracy per arm with Wilson 95% intervals, the exact McNemar test
-on the paired outcomes and its power (to see a 3:1 discordant split), pooled and per family;
+1,000 decode tokens; held-out accuracy per arm and measure with Wilson 95% intervals; the exact
+McNemar test on the paired outcomes and its power (to see a 3:1 discordant split), of every arm
+against `none` and against `graft`, pooled and per family (`heldout` and `families` keep the
+`none` vs `graft` pass@1 pair);
 the inputs' hashes (problem sets, model fingerprint, every artifact SHA-256) so a third party
 can re-score. Whatever the model achieves is the result.
 """
@@ -22,18 +28,24 @@ can re-score. Whatever the model achieves is the result.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from flows.run import RunConfig, flywheel_run, new_run_id, run_env
 from flywheel import config
 from flywheel.domain import ROUTE_KINDS
-from flywheel.errors import DepositRefusedError
+from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import Problem, load_problem_set
 from flywheel.stats import mcnemar_exact, mcnemar_power, wilson
 
 CURATOR = "curator:study"
+#: Held-out arms: name -> (near grafts, calculator).
+ARMS: dict[str, tuple[bool, bool]] = dict(zip(config.STUDY_ARMS, ((False, False), (True, False), (True, True),
+                                                                  (False, True)), strict=True))
+DEFAULT_ARMS = config.STUDY_DEFAULT_ARMS
+#: The arms every other arm is compared with (when they ran).
+BASELINES = ("none", "graft")
 
 
 def family_of(problem_id: str, meta: dict[str, str] | None = None) -> str:
@@ -80,12 +92,113 @@ def paired(rows: list[tuple[bool, bool]]) -> dict[str, Any]:
     return out
 
 
+def majority(answers: Sequence[str | None]) -> int | None:
+    """Index of the attempt whose answer the most attempts gave (whitespace-insensitive; None does not vote).
+
+    A tie goes to the answer given first. No reference is used: this is what a user without one gets.
+
+        >>> majority(["12", None, " 7", "7", "12"])
+        0
+        >>> majority([None, "3 ", "3", "4"])
+        1
+    """
+    votes: dict[str, list[int]] = {}
+    for i, a in enumerate(answers):
+        if a is not None and a.strip():
+            votes.setdefault(" ".join(a.split()), []).append(i)
+    if not votes:
+        return None
+    return max(votes.values(), key=lambda idx: (len(idx), -idx[0]))[0]
+
+
+def _arm_config(cfg: RunConfig, heldout: str, run_id: str, arm: str, attempts: int) -> RunConfig:
+    graft, calc = ARMS[arm]
+    return cfg.model_copy(update={"problems": heldout, "run_id": run_id, "no_graft": not graft, "deposit": False,
+                                  "attempts": attempts, "calculator": calc})
+
+
+def run_arm(cfg: RunConfig, heldout: str, tag: str, arm: str, samples: int,
+            say: Callable[[str], None]) -> dict[str, Any]:
+    """One held-out arm: a greedy run (pass@1) and, with `samples` > 1, a sampled one (maj@K, pass@K).
+
+    Returns per measure {problem_id: verified}, the runs' summaries and decode tokens.
+    """
+    lib = run_env(cfg).open_library()
+    greedy = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}", arm, 1))
+    out: dict[str, Any] = {"summaries": [greedy], "outcomes": {
+        "pass@1": {r["problem_id"]: bool(r["verified"]) for r in greedy["results"]}}}
+    t = greedy["totals"]
+    say(f"held-out {arm}: pass@1 {t['verified']}/{t['problems']}, {t['decode_tokens']:,} decode tokens")
+    if samples > 1:
+        sampled = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}-k{samples}", arm, samples))
+        by_problem: dict[str, list[Any]] = defaultdict(list)
+        for a in sorted(lib.catalog.attempts_for_run(sampled["run_id"]), key=lambda a: a.attempt_index):
+            by_problem[a.problem_id].append(a)
+        maj, any_ = {}, {}
+        for r in sampled["results"]:
+            attempts = by_problem.get(r["problem_id"], [])
+            winner = majority([a.answer for a in attempts])
+            maj[r["problem_id"]] = winner is not None and bool(attempts[winner].verified)
+            any_[r["problem_id"]] = any(a.verified for a in attempts)
+        out["outcomes"][f"maj@{samples}"] = maj
+        out["outcomes"][f"pass@{samples}"] = any_
+        out["summaries"].append(sampled)
+        say(f"held-out {arm}: maj@{samples} {sum(maj.values())}/{len(maj)}, pass@{samples} {sum(any_.values())}/"
+            f"{len(any_)}, {sampled['totals']['decode_tokens']:,} decode tokens")
+    return out
+
+
+def _accuracy(outcomes: dict[str, bool], ids: Sequence[str]) -> dict[str, Any]:
+    k, n = sum(outcomes[i] for i in ids), len(ids)
+    lo, hi = wilson(k, n)
+    return {"correct": k, "n": n, "accuracy": k / n if n else 0.0, "ci95": [lo, hi]}
+
+
+def compare(a: dict[str, bool], b: dict[str, bool], ids: Sequence[str]) -> dict[str, Any]:
+    """Exact McNemar of arm `b` against arm `a` on the same problems (`only_with` = solved only by b)."""
+    only_b = sum(b[i] and not a[i] for i in ids)
+    only_a = sum(a[i] and not b[i] for i in ids)
+    return {"n": len(ids), "only_with": only_b, "only_without": only_a, "mcnemar_p": mcnemar_exact(only_a, only_b),
+            "power_3to1": mcnemar_power(only_a + only_b)}
+
+
+def arms_report(results: dict[str, dict[str, Any]], order: Sequence[str],
+                family: dict[str, str]) -> dict[str, Any]:
+    """Accuracy per arm and measure, and each arm against each baseline, pooled and per family."""
+    families = sorted(set(family.values()))
+    report: dict[str, Any] = {"accuracy": {}, "comparisons": []}
+    for arm, res in results.items():
+        report["accuracy"][arm] = {m: _accuracy(o, order) for m, o in res["outcomes"].items()}
+        report["accuracy"][arm]["decode_tokens"] = sum(s["totals"]["decode_tokens"] for s in res["summaries"])
+        report["accuracy"][arm]["run_ids"] = [s["run_id"] for s in res["summaries"]]
+    for base in BASELINES:
+        if base not in results:
+            continue
+        for arm, res in results.items():
+            if arm == base or (base == "graft" and arm == "none"):
+                continue
+            for measure, outcome in res["outcomes"].items():
+                ref = results[base]["outcomes"][measure]
+                row = {"arm": arm, "against": base, "measure": measure, **compare(ref, outcome, order),
+                       "families": {f: compare(ref, outcome, [i for i in order if family[i] == f]) for f in families}}
+                report["comparisons"].append(row)
+    return report
+
+
 def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.STUDY_PASSES,
-              curated: int = config.STUDY_CURATED, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              curated: int = config.STUDY_CURATED, arms: Sequence[str] = DEFAULT_ARMS, samples: int = 1,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The study described in the module docstring; `cfg` carries model, library, budget, attempts, slots.
 
-    Returns the JSON object of `flywheel study --json` (keys `passes`, `heldout`, `families`, `inputs`).
+    Returns the JSON object of `flywheel study --json` (keys `passes`, `heldout`, `families`,
+    `arms`, `inputs`).
     """
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise InputError(f"unknown study arm(s): {', '.join(unknown) or '(none given)'}",
+                         hint=f"arms are {', '.join(ARMS)}, e.g. --arms none,graft,graft+calc")
+    if samples < 1:
+        raise InputError(f"--samples must be at least 1, got {samples}")
     say = progress or (lambda _: None)
     tag = new_run_id()
     train_set = load_problem_set(train)
@@ -111,28 +224,26 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         if not own and i < passes:   # the library is as it was: another pass (same seeds) would repeat this one
             say(f"train pass {i} deposited nothing new: the passes stop here (another would repeat it)")
             break
-    arms = {}
-    for arm, no_graft in (("without", True), ("with", False)):
-        arms[arm] = flywheel_run(cfg.model_copy(update={
-            "problems": heldout, "run_id": f"{tag}-heldout-{arm}", "no_graft": no_graft, "deposit": False,
-            "attempts": 1}))
-        t = arms[arm]["totals"]
-        say(f"held-out {arm} grafts: {t['verified']}/{t['problems']} verified, {t['decode_tokens']:,} decode tokens")
-    with_by = {r["problem_id"]: r for r in arms["with"]["results"]}
+    results = {arm: run_arm(cfg, heldout, tag, arm, samples, say) for arm in dict.fromkeys(arms)}
     meta = {p.id: p.meta for p in held_set.problems}
+    order = list(results[next(iter(results))]["outcomes"]["pass@1"])
+    family = {pid: family_of(pid, meta.get(pid)) for pid in order}
+    # The study's headline pair (none vs graft, pass@1), where both ran; else the first arm against itself.
+    base_arm, graft_arm = ("none" if "none" in results else next(iter(results))), ("graft" if "graft" in results
+                                                                                 else next(iter(results)))
+    without_ok, with_ok = results[base_arm]["outcomes"]["pass@1"], results[graft_arm]["outcomes"]["pass@1"]
     rows, per_family = [], defaultdict(list)
-    for r in arms["without"]["results"]:
-        g = with_by[r["problem_id"]]
-        pair = (bool(r["verified"]), bool(g["verified"]))
+    for pid in order:
+        pair = (without_ok[pid], with_ok[pid])
         rows.append(pair)
-        per_family[family_of(r["problem_id"], meta.get(r["problem_id"]))].append(pair)
+        per_family[family[pid]].append(pair)
     held = paired(rows)
-    for arm in ("without", "with"):
-        t = arms[arm]["totals"]
-        held[f"{arm}_graft"].update(decode_tokens=t["decode_tokens"], run_id=arms[arm]["run_id"],
-                                    decode_tokens_per_solved=t["decode_tokens"] / t["verified"] if t["verified"]
-                                    else None)
-    held["routes"] = {k: sum(r["route"] == k for r in arms["with"]["results"]) for k in ROUTE_KINDS}
+    for key, arm in (("without_graft", base_arm), ("with_graft", graft_arm)):
+        t = results[arm]["summaries"][0]["totals"]
+        held[key].update(arm=arm, decode_tokens=t["decode_tokens"], run_id=results[arm]["summaries"][0]["run_id"],
+                         decode_tokens_per_solved=t["decode_tokens"] / t["verified"] if t["verified"] else None)
+    graft_runs = results[graft_arm]["summaries"][0]
+    held["routes"] = {k: sum(r["route"] == k for r in graft_runs["results"]) for k in ROUTE_KINDS}
     eng = run_env(cfg).engine()
     artifacts = [{"sha256": a.sha256, "deposited_by": s.deposited_by if (s := lib.catalog.get_solution(a.solution_id))
                   else None} for a in lib.catalog.list_artifacts(eng.fingerprint.digest)]
@@ -140,13 +251,15 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         "passes": pass_rows,
         "heldout": held,
         "families": {fam: paired(pairs) for fam, pairs in sorted(per_family.items())},
+        "arms": arms_report(results, order, family),
         "library_growth": [{"pass": 0, "artifacts": len(seeded)}] + [
             {"pass": p["pass"], "artifacts": len(seeded) + sum(q["self_deposits"] for q in pass_rows[:p["pass"]])}
             for p in pass_rows],
         "inputs": {"train": train, "train_hash": train_set.hash, "heldout": heldout, "heldout_hash": held_set.hash,
                    "train_heldout_overlap": len(overlap), "model": cfg.model,
                    "model_fingerprint": eng.fingerprint.digest, "budget": cfg.budget, "attempts": cfg.attempts,
-                   "seed": cfg.seed, "slots": cfg.slots, "near_members": cfg.near_members, "curated": seeded, "artifacts": artifacts},
+                   "seed": cfg.seed, "slots": cfg.slots, "near_members": cfg.near_members, "curated": seeded,
+                   "arms": list(results), "samples": samples, "artifacts": artifacts},
     }
 
 

@@ -315,23 +315,36 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
 @click.option("--members", "near_members", type=click.IntRange(1, config.MAX_NEAR_MEMBERS), default=None,
               help="Related verified solutions grafted together on a near route "
                    f"(default: {config.DEFAULT_NEAR_MEMBERS}).")
+@click.option("--arms", default=",".join(config.STUDY_DEFAULT_ARMS), show_default=True,
+              help="Held-out arms, comma-separated, from: none, graft, graft+calc, none+calc (the calculator "
+                   "arms decode with exact arithmetic; --calculator applies to the train passes).")
+@click.option("--samples", type=click.IntRange(1, config.MAX_ATTEMPTS), default=1, show_default=True,
+              help="Held-out sampled attempts K per arm, beside its greedy one: adds maj@K and pass@K.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write accuracy per pass and held-out with/without grafts to this PNG.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: int,
-          budget: int | None, curated: int, seed: int, near_members: int | None, plot_path: Path | None,
+          budget: int | None, curated: int, seed: int, near_members: int | None, arms: str, samples: int,
+          plot_path: Path | None,
           slots: int | None,
           dtype: str | None, calculator: bool | None, as_json: bool) -> None:
     """The capability measurement: train passes on the model's own verified solutions, then held-out
     accuracy with vs without near grafts, paired (Wilson intervals, exact McNemar test).
 
     \b
-    Example:
+    Examples:
       flywheel --library /tmp/study study --problems 'gen:all?n=10&seed=1&split=train' \\
           --heldout 'gen:all?n=20&seed=2&split=heldout' --passes 2 --attempts 4 --budget 96 --json
+      flywheel --library /tmp/study study --problems 'gen:all?n=10&seed=1&split=train' \\
+          --heldout 'gen:all?n=20&seed=2&split=heldout' --arms none,graft,graft+calc,none+calc --samples 4
     """
+    chosen = [a.strip() for a in arms.split(",") if a.strip()]
+    unknown = [a for a in chosen if a not in config.STUDY_ARMS]
+    if unknown or not chosen:
+        raise InputError(f"unknown --arms value(s): {', '.join(unknown) or '(none given)'}",
+                         hint=f"arms are {', '.join(config.STUDY_ARMS)}, e.g. --arms none,graft,graft+calc")
     _quiet_prefect()   # before Prefect is imported
     _check_sets(heldout)
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
@@ -340,8 +353,8 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 
     _preflight(cfg, train, heldout)
     with _progress(True):
-        out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated,
-                           progress=lambda line: click.echo(line, err=True))
+        out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated, arms=chosen,
+                           samples=samples, progress=lambda line: click.echo(line, err=True))
     h = out["heldout"]
     for arm in ("without_graft", "with_graft"):
         a = h[arm]
@@ -352,6 +365,13 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     for fam, f in out["families"].items():
         click.echo(f"  {fam:>10}: {f['without_graft']['correct']}/{f['n']} -> {f['with_graft']['correct']}/{f['n']}"
                    f" (p = {f['mcnemar_p']:.3g})", err=as_json)
+    for arm, acc in out["arms"]["accuracy"].items():
+        measures = ", ".join(f"{m} {a['correct']}/{a['n']} ({a['ci95'][0]:.0%}-{a['ci95'][1]:.0%})"
+                             for m, a in acc.items() if isinstance(a, dict))
+        click.echo(f"arm {arm}: {measures}", err=as_json)
+    for c in out["arms"]["comparisons"]:
+        click.echo(f"  {c['arm']} vs {c['against']} ({c['measure']}): +{c['only_with']} -{c['only_without']}, "
+                   f"p = {c['mcnemar_p']:.3g}", err=as_json)
     if plot_path is not None:
         st.plot(out, plot_path)
         click.echo(f"plot: {plot_path}", err=as_json)

@@ -15,6 +15,8 @@ from tests.cli.conftest import Run
     (("run", "--problems", "/no/such/set.jsonl"), "neither `champ`"),
     (("eval", "--problems", "gen:nosuch?n=2", "--heldout", "gen:linear?n=2"), "gen:nosuch"),
     (("study", "--problems", "gen:linear?n=2", "--heldout", "gen:linear?n=0"), "n=0"),
+    (("study", "--problems", "gen:linear?n=2", "--heldout", "gen:linear?n=2", "--arms", "none,calc"),
+     "unknown --arms value(s): calc"),
     (("serve", "--problems", "gen:linear?seed=x", "--cron", "0 3 * * *"), "seed"),
 ])
 def test_bad_problem_sets_are_refused_before_prefect_starts(flywheel: Run, args: tuple[str, ...], says: str) -> None:
@@ -29,3 +31,4 @@ def test_verify_graft_refuses_a_prefix_past_the_window_and_an_unknown_device(fly
     assert "not one of 'cpu', 'cuda'" in flywheel("verify-graft", "--device", "tpu").stderr
     proc = flywheel("verify-graft", "--prefix-tokens", "5000", "--samples", "1")
     assert proc.returncode == 2 and "window" in proc.stderr and "Traceback" not in proc.stderr
+

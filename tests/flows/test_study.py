@@ -8,6 +8,8 @@ from pathlib import Path
 from flows import RunConfig, runtime
 from flows.study import CURATOR, plot, run_study
 from flywheel import config
+from flywheel.engine import Engine
+from tests.flows.conftest import ScriptedEngine
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> str:
@@ -49,3 +51,73 @@ def test_study_turns_on_the_models_own_solutions_and_pairs_the_heldout_arms(scri
     assert set(out["families"]) == {"nine", "ten"} and out["families"]["nine"]["n"] == 1
     assert out["inputs"]["train_heldout_overlap"] == 0 and len(out["inputs"]["artifacts"]) == 3
     assert plot(out, tmp_path / "study.png").stat().st_size > 0
+
+
+class _BySeed(ScriptedEngine):
+    """Greedy answers 9; a sampled attempt answers 9 when its seed is even, 10 when odd."""
+
+    def pick_tokens(self, logits, temperatures, generators, produced):  # type: ignore[no-untyped-def,override]
+        out = []
+        for g, p in zip(generators, produced, strict=True):
+            answer = "9" if g is None or g.initial_seed() % 2 == 0 else "10"
+            script = self.encode(f"{answer}\nFinal answer: {answer}\n", bos=False)
+            out.append(script[len(p)] if len(p) < len(script) else next(iter(self.eos_ids)))
+        return out
+
+
+def test_study_arms_report_pass_at_1_majority_and_pass_at_k_paired(tiny_gemma: Engine, lib_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    runtime.register_engine("by-seed-tiny", _BySeed(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint,
+                                                    tiny_gemma.settings))
+    train = _write(tmp_path / "train.jsonl", [
+        {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
+         "solution": "4 + 5 = 9."}])
+    heldout = _write(tmp_path / "heldout.jsonl", [
+        {"id": "gen-nine-heldout-0", "problem": "Ed has 1 cap and buys 8. How many caps?", "reference": "9"},
+        {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"},
+        {"id": "gen-ten-heldout-1", "problem": "Gus has 7 jars and buys 3. How many jars?", "reference": "10"},
+    ])
+    cfg = RunConfig(problems=train, model="by-seed-tiny", library=str(lib_dir), budget=20, attempts=1, seed=0)
+    out = run_study(cfg, train=train, heldout=heldout, passes=1, curated=1, arms=["none", "graft", "graft+calc"],
+                    samples=3)   # seeds 0, 1, 2: answers 9, 10, 9
+
+    acc = out["arms"]["accuracy"]
+    assert set(acc) == {"none", "graft", "graft+calc"} and out["inputs"]["samples"] == 3
+    for arm in acc.values():
+        assert (arm["pass@1"]["correct"], arm["maj@3"]["correct"], arm["pass@3"]["correct"]) == (1, 1, 3)
+        assert arm["pass@3"]["n"] == 3 and len(arm["run_ids"]) == 2
+    runs = {s for arm in acc.values() for s in arm["run_ids"]}
+    assert len(runs) == 6                                             # each arm's own greedy and sampled run
+    lib = runtime.library(str(lib_dir), config.database_url(lib_dir))
+
+    def calculator(run_id: str) -> object:
+        row = lib.catalog.get_run(run_id)
+        assert row is not None and row.decode_schedule is not None
+        return json.loads(row.decode_schedule)["calculator"]
+
+    assert all(calculator(rid) for rid in acc["graft+calc"]["run_ids"])       # the arm's schedule says so
+    assert not any(calculator(rid) for rid in acc["graft"]["run_ids"] + acc["none"]["run_ids"])
+    comparisons = {(c["arm"], c["against"], c["measure"]) for c in out["arms"]["comparisons"]}
+    assert ("graft", "none", "pass@3") in comparisons and ("graft+calc", "graft", "maj@3") in comparisons
+    assert ("none", "graft", "pass@1") not in comparisons              # the baseline pair is compared once
+    c = next(c for c in out["arms"]["comparisons"] if (c["arm"], c["against"], c["measure"]) == ("graft", "none", "pass@1"))
+    assert c["only_with"] == c["only_without"] == 0 and c["mcnemar_p"] == 1.0 and set(c["families"]) == {"nine", "ten"}
+    assert out["heldout"]["without_graft"]["arm"] == "none" and out["heldout"]["with_graft"]["arm"] == "graft"
+
+
+def test_majority_vote_needs_no_reference() -> None:
+    from flows.study import majority
+
+    assert majority(["12", None, " 7", "7", "12"]) == 0     # tie: the answer given first
+    assert majority([None, "3 ", "3", "4"]) == 1
+    assert majority([None, "  "]) is None
+
+
+def test_unknown_study_arm_is_refused_before_anything_runs(lib_dir: Path, tmp_path: Path) -> None:
+    import pytest
+
+    from flywheel.errors import InputError
+
+    cfg = RunConfig(problems="gen:linear?n=1&seed=1", library=str(lib_dir), budget=8)
+    with pytest.raises(InputError, match="unknown study arm"):
+        run_study(cfg, train="gen:linear?n=1&seed=1", heldout="gen:linear?n=1&seed=2", arms=["graft", "calc"])
