@@ -66,13 +66,17 @@ def test_slot_bits_are_the_same_for_every_slot_count(tiny_gemma: Engine) -> None
     assert all(s == shas[0] for s in shas)
 
 
-def test_batched_schedule_differs_from_the_single_sequence_path_and_says_so(tiny_gemma: Engine) -> None:
-    """The one-row MKL path is another schedule: compared, its bits differ (so it is never mixed)."""
-    out = decode(tiny_gemma, 4, [request(tiny_gemma, PROMPTS[0], 12, "me")])["me"]
-    cache, logits = tiny_gemma.prefill(tiny_gemma.encode(PROMPTS[0]))
+@pytest.mark.parametrize("kind", ["gemma", "llama"])
+def test_batched_schedule_differs_from_the_single_sequence_path_and_says_so(kind: str, tiny_gemma: Engine,
+                                                                            tiny_llama: Engine) -> None:
+    """The one-row MKL path is another schedule: compared, its bits differ (so it is never mixed),
+    but it is the same computation (folded query heads are grouped-query attention)."""
+    engine = tiny_gemma if kind == "gemma" else tiny_llama
+    out = decode(engine, 4, [request(engine, PROMPTS[0], 12, "me")])["me"]
+    cache, logits = engine.prefill(engine.encode(PROMPTS[0]))
     single = [logits[-1]]
     for token in out.tokens[:-1]:
-        single.append(tiny_gemma.decode_one_token(cache, token))
+        single.append(engine.decode_one_token(cache, token))
     assert sha(single[0]) == sha(out.step_logits[0])          # the prefill's logits are shared
     assert any(sha(a) != sha(b) for a, b in zip(single[1:], out.step_logits[1:], strict=True))
     assert max(float((a - b).abs().max()) for a, b in zip(single, out.step_logits, strict=True)) < 1e-3
@@ -222,3 +226,24 @@ def test_verify_graft_in_the_batched_schedule_on_the_tiny_model(tiny_gemma: Engi
     report = verify.run_slots(tiny_gemma, samples=5, prefix_tokens=[8, 2 * TINY_SLIDING_WINDOW + 3], slots=2)
     assert report.ok and report.sha_equal == 5 and report.kl_max == 0.0 and report.argmax_agreement == 1.0
     assert report.slot_count_invariant and report.schedule and report.schedule["slots"] == 2
+
+
+def test_folded_heads_are_grouped_query_attention_with_several_kv_heads() -> None:
+    """Query head h attends with key/value head h // groups (transformers' `repeat_kv` order), kv_heads > 1."""
+    from types import SimpleNamespace
+
+    from flywheel import decode as dec
+
+    torch.manual_seed(0)
+    heads, kv_heads, d = 9, 3, 16                     # SmolLM2's grouping: 3 query heads per kv head
+    query = torch.randn(3, heads, 1, d)
+    views = [(torch.randn(1, kv_heads, n, d), torch.randn(1, kv_heads, n, d)) if n else None for n in (7, 0, 40)]
+    step = SimpleNamespace(visible={0: views})
+    module = SimpleNamespace(layer_idx=0, num_key_value_groups=heads // kv_heads)
+    out, _ = dec._slot_attention(module, query, query, query, None, slot_step=step, scaling=d ** -0.5)  # type: ignore[arg-type]
+    assert out.shape == (3, 1, heads, d) and not out[1].any()   # a free slot gives zeros
+    for i in (0, 2):
+        k, v = views[i]                                            # type: ignore[misc]
+        expected = torch.nn.functional.scaled_dot_product_attention(query[i:i + 1], k, v, scale=d ** -0.5,
+                                                                    enable_gqa=True)   # (1, heads, 1, d)
+        torch.testing.assert_close(out[i], expected[0].transpose(0, 1), rtol=1e-5, atol=1e-6)
