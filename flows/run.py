@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flows import publish as publish_run
 from flows import runtime
+from flows.starter import STARTER, seed_starter
 from flows.tasks import (
     LOCAL,
     Env,
@@ -101,6 +102,8 @@ class RunConfig(BaseModel):
                               description="worker processes of the temporary local Dask cluster")
     dtype: config.RunDType = Field(config.DEFAULT_DTYPE, description="engine dtype; bfloat16 is opt-in "
                                                   "(its own fingerprint: float32 artifacts are refused)")
+    starter: bool = Field(False, description="seed an empty library with the starter library (flows.starter) "
+                          "before the pass; `flywheel run` turns it on unless --no-starter")
     calculator: bool = Field(config.DEFAULT_CALCULATOR, description="hand 'expression =' arithmetic to the "
                              "engine's exact calculator (flywheel.calculator); part of the decode schedule")
     slots: int = Field(DEFAULT_SLOTS, ge=1, le=config.MAX_SLOTS, description="decode slots: attempts decoded together "
@@ -403,6 +406,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule,
                     settings=cfg.settings())
     lib = env.open_library()
+    starter = seed_starter(env) if cfg.starter and not cfg.no_graft else []
     prior = lib.catalog.attempts_for_run(run_id)
     spent = sum(a.decode_tokens for a in prior)
     # Settled: verified, or already asked as an exact recurrence (a recurrence is asked once).
@@ -427,6 +431,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     finish_run(env, run_id)
     summary = summarize(lib, run_id, flow_run_id, pset.spec, pset.hash, order=[p.id for p in pset.problems])
     summary["skipped_rows"] = pset.skipped
+    summary["starter"] = {"deposited": starter, "deposited_by": STARTER}
     summary["timing"] = {"wall_seconds": time.perf_counter() - started, "model_seconds": model_seconds,
                          "task_runner": cfg.task_runner, "workers": workers,
                          "schedule": schedule, "breakdown": clock.snapshot()}

@@ -68,6 +68,7 @@ STUDY_PASSES = 2        # train passes over the train set
 STUDY_ATTEMPTS = 4      # sampled attempts per unsolved train problem, sharing one prefill
 MAX_STUDY_PASSES = 1000  # most train passes asked for (they stop once a pass deposits nothing new)
 STUDY_CURATED = 1       # curated worked solutions seeded per family (the study's bound: at most one)
+DEFAULT_STARTER = True   # `flywheel run` seeds an empty library with the starter library (flows.starter)
 STUDY_ARMS = ("none", "graft", "graft+calc", "none+calc")   # held-out arms (flows.study.ARMS)
 STUDY_DEFAULT_ARMS = ("none", "graft")
 

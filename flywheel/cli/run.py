@@ -172,6 +172,10 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
              f"near {routes['near']}, none {routes['none']}",
              f"this run's tokens: {t['decode_tokens']:,} decode, {t['prefill_tokens']:,} prefill, "
              f"{t['restored_tokens']:,} restored from grafts; {exhausted} budget-exhausted; {refused} grafts refused"]
+    seeded = summary.get("starter", {}).get("deposited", [])
+    if seeded:
+        lines.insert(0, f"starter library: {len(seeded)} verified worked solutions of the built-in word families "
+                        f"deposited into the empty library ({summary['starter']['deposited_by']}; --no-starter: none)")
     lines += summary.get("savings", {}).get("lines", [])[1:]   # the report's headline figures (its first line is above)
     for row in summary.get("skipped_rows", []):
         lines.append(f"skipped {row}")
@@ -191,6 +195,9 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
               help="Related verified solutions grafted together on a near route "
                    f"(default: {config.DEFAULT_NEAR_MEMBERS}; recorded with the run).")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
+@click.option("--starter/--no-starter", default=config.DEFAULT_STARTER, show_default=True,
+              help="Seed an empty library with the starter library: one verified worked solution per built-in "
+                   "word family, marked starter in the catalog, so a first pass has near grafts to route to.")
 @click.option("--run-id", default=None, help="Resume this run: attempts already recorded are skipped.")
 @click.option("--task-runner", type=click.Choice(config.TASK_RUNNERS), default=None,
               help="thread: problems one after another in this process (default); dask: problems in "
@@ -205,7 +212,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int | None, attempts: int, seed: int,
-        limit: int | None, no_graft: bool, near_members: int | None, no_deposit: bool, run_id: str | None,
+        limit: int | None, no_graft: bool, near_members: int | None, no_deposit: bool, starter: bool,
+        run_id: str | None,
         task_runner: str | None,
         dask_address: str | None, dask_workers: int | None, slots: int | None, dtype: str | None,
         calculator: bool | None, as_json: bool) -> None:
@@ -226,7 +234,8 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
         raise InputError("--dask-address and --dask-workers apply only with --task-runner dask",
                          hint="add --task-runner dask, or drop the --dask-* options")
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
-                  limit=limit, no_graft=no_graft, near_members=near_members, deposit=not no_deposit, run_id=run_id,
+                  limit=limit, no_graft=no_graft, near_members=near_members, deposit=not no_deposit,
+                  starter=starter, run_id=run_id,
                   task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype,
                   calculator=calculator)
