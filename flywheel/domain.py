@@ -10,12 +10,28 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 #: How the router matched a problem: a recurrence of a deposited one (`exact`), related
 #: deposits grafted as context (`near`), or nothing worth grafting (`none`).
 RouteKind = Literal["exact", "near", "none"]
 ROUTE_KINDS: tuple[RouteKind, ...] = get_args(RouteKind)
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """What the router chose: `artifact_sha` is None exactly when `kind == "none"`.
+
+    `score` is 1.0 for exact, the cosine for near, and the best cosine seen (or 0.0) for none;
+    `problem_id` is the library problem whose artifact was picked.
+    """
+
+    kind: RouteKind
+    artifact_sha: str | None
+    score: float
+    problem_id: str | None
+    members: tuple[str, ...] = ()   # near: the member artifacts when several are grafted together
 
 
 def canonical_json(data: Any) -> str:

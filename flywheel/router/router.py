@@ -13,7 +13,7 @@ import numpy as np
 
 from flywheel.catalog import Catalog
 from flywheel.config import DEFAULT_NEAR_MEMBERS
-from flywheel.domain import RouteKind
+from flywheel.domain import RouteDecision
 from flywheel.router.index import IndexEntry, IndexKind, VectorIndex
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -53,21 +53,6 @@ class IndexCheck:
     @property
     def ok(self) -> bool:
         return not (self.missing or self.stale or self.unreadable)
-
-
-@dataclass(frozen=True)
-class RouteDecision:
-    """What the router chose: `artifact_sha` is None exactly when `kind == "none"`.
-
-    `score` is 1.0 for exact, the cosine for near, and the best cosine seen (or 0.0) for none;
-    `problem_id` is the library problem whose artifact was picked.
-    """
-
-    kind: RouteKind
-    artifact_sha: str | None
-    score: float
-    problem_id: str | None
-    members: tuple[str, ...] = ()   # near: the member artifacts when several are grafted together
 
 
 def _default_embedder(texts: Sequence[str]) -> np.ndarray:
