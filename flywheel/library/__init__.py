@@ -354,7 +354,7 @@ class Library:
         given = (problem.reference or "").strip()
         stored = (row.reference or "").strip()
         if stored:
-            if given and given != stored and not verifiers.check(given, stored,
+            if given and given != stored and not verifiers.check(candidate=given, reference=stored,
                                                                  config=verifier).equivalent:
                 raise DepositRefusedError(
                     f"problem {label!r} is catalogued with reference {printable(stored, 60)!r}, "
@@ -364,7 +364,7 @@ class Library:
         if given:
             for sol in self.catalog.solutions_of(row.id):
                 if not sol.unverified and contradicted(
-                        verifiers.check(sol.answer, given, config=verifier).status):
+                        verifiers.check(candidate=sol.answer, reference=given, config=verifier).status):
                     raise DepositRefusedError(
                         f"reference {printable(given, 60)!r} for problem {label!r} contradicts its stored "
                         f"verified answer {printable(sol.answer, 60)!r}",
@@ -524,7 +524,7 @@ class Library:
                 sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
                 verdicts[a.solution_id] = bool(
                     sol is not None and prob is not None and not sol.unverified and (prob.reference or "").strip()
-                    and contradicted(verifiers.check(sol.answer, prob.reference or "").status))
+                    and contradicted(verifiers.check(candidate=sol.answer, reference=prob.reference or "").status))
                 if verdicts[a.solution_id]:
                     assert sol is not None and prob is not None
                     found.append(Finding(a.sha256, a.problem_id,

@@ -14,6 +14,7 @@ import numpy as np
 from flywheel.catalog import Catalog
 from flywheel.config import DEFAULT_NEAR_MEMBERS
 from flywheel.domain import RouteDecision
+from flywheel.errors import ArtifactNotFoundError
 from flywheel.router.index import IndexEntry, IndexKind, VectorIndex
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -121,10 +122,14 @@ class Router:
                              tuple(e.artifact_sha256 for _, e in hits) if len(hits) > 1 else ())
 
     def _still_routable(self, sha: str, fingerprint: str) -> bool:
-        """Re-check a candidate against the catalog: present, same fingerprint, verified (unless asked)."""
+        """Re-check a candidate against the catalog: present, same fingerprint, verified (unless asked).
+
+        Only an artifact removed since indexing is "not a candidate"; a catalog that cannot be
+        read (a dropped database, a missing table) raises, rather than reading as "no route".
+        """
         try:
             art = self.catalog.get_artifact(sha)
-        except Exception:  # removed since indexing: not a candidate
+        except ArtifactNotFoundError:
             return False
         if art.fingerprint_digest != fingerprint:
             return False
