@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from flywheel.catalog.models import ArtifactRow, AttemptRow, ProblemRow, SolutionRow
-from flywheel.domain import RouteKind
+from flywheel.domain import ArtifactSha, RouteKind
 
 if TYPE_CHECKING:
     from flywheel.problemsets import Problem
@@ -145,6 +145,6 @@ class RecordedAttempt:
 class RouterEntry:
     """A routable artifact: verified, matching the fingerprint, with its problem's text."""
 
-    artifact_sha256: str
+    artifact_sha256: ArtifactSha
     problem_id: str
     problem_text: str

@@ -185,10 +185,11 @@ def show(ctx: click.Context, artifact_id: str) -> None:
     Example:
       flywheel library show c7bcf81b
     """
+    from flywheel.domain import ShaPrefix
     from flywheel.kv import parse_artifact
 
     with _open(ctx, write=False) as lib:
-        row = lib.catalog.get_artifact(artifact_id)
+        row = lib.catalog.get_artifact(ShaPrefix(artifact_id))
         sol = lib.catalog.get_solution(row.solution_id)
         prob = lib.catalog.get_problem(row.problem_id)
         data = lib.store.get(row.sha256)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flywheel import config
+from flywheel.domain import ArtifactSha
 from flywheel.errors import (
     ArtifactError,
     ArtifactNotFoundError,
@@ -524,7 +525,8 @@ class Library:
                 sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
                 verdicts[a.solution_id] = bool(
                     sol is not None and prob is not None and not sol.unverified and (prob.reference or "").strip()
-                    and contradicted(verifiers.check(candidate=sol.answer, reference=prob.reference or "").status))
+                    and contradicted(verifiers.check(candidate=sol.answer,
+                                                     reference=prob.reference or "").status))
                 if verdicts[a.solution_id]:
                     assert sol is not None and prob is not None
                     found.append(Finding(a.sha256, a.problem_id,
@@ -570,7 +572,7 @@ class Library:
             self._composites = LocalStore(self.root / COMPOSITES_DIR / "artifacts", name_of=artifact_name)
         return self._composites
 
-    def composite(self, engine: Engine, members: Sequence[str]) -> str:
+    def composite(self, engine: Engine, members: Sequence[ArtifactSha]) -> ArtifactSha:
         """The artifact of `members`' worked solutions prefilled together; computed once, then reused.
 
         Members are ordered by artifact id (a fixed order: the same set gives the same bytes
@@ -592,7 +594,7 @@ class Library:
         if key_file.is_file():
             sha = key_file.read_text().strip()
             if self.composites.contains(sha):
-                return sha
+                return ArtifactSha(sha)
         examples = []
         for member in ordered:
             art = self.catalog.get_artifact(member)
@@ -608,4 +610,4 @@ class Library:
         sha = self.composites.put(artifact.to_bytes())
         key_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(key_file, sha.encode())
-        return sha
+        return ArtifactSha(sha)

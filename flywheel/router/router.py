@@ -13,7 +13,7 @@ import numpy as np
 
 from flywheel.catalog import Catalog
 from flywheel.config import DEFAULT_NEAR_MEMBERS
-from flywheel.domain import RouteDecision
+from flywheel.domain import ArtifactSha, FingerprintDigest, RouteDecision
 from flywheel.errors import ArtifactNotFoundError
 from flywheel.router.index import IndexEntry, IndexKind, VectorIndex
 
@@ -93,7 +93,8 @@ class Router:
 
     # --- routing ---------------------------------------------------------------------------------
 
-    def route(self, problem_text: str, fingerprint: str, *, members: int | None = None) -> RouteDecision:
+    def route(self, problem_text: str, fingerprint: FingerprintDigest, *,
+              members: int | None = None) -> RouteDecision:
         """Decide how to seed `problem_text` for an engine whose fingerprint digest is `fingerprint`.
 
         A near route names the best routable artifact and, with `members` (default
@@ -121,7 +122,7 @@ class Router:
         return RouteDecision("near", top.artifact_sha256, score, top.problem_id,
                              tuple(e.artifact_sha256 for _, e in hits) if len(hits) > 1 else ())
 
-    def _still_routable(self, sha: str, fingerprint: str) -> bool:
+    def _still_routable(self, sha: ArtifactSha, fingerprint: FingerprintDigest) -> bool:
         """Re-check a candidate against the catalog: present, same fingerprint, verified (unless asked).
 
         Only an artifact removed since indexing is "not a candidate"; a catalog that cannot be
@@ -140,7 +141,7 @@ class Router:
 
     # --- maintenance -----------------------------------------------------------------------------
 
-    def add(self, artifact_sha: str, problem_id: str, problem_text: str, fingerprint: str) -> bool:
+    def add(self, artifact_sha: ArtifactSha, problem_id: str, problem_text: str, fingerprint: str) -> bool:
         """Index a just-deposited artifact (idempotent). Returns True if it was new to the index."""
         with self._locked(fingerprint):
             index = self._index(fingerprint, reconcile=False)
