@@ -1,16 +1,18 @@
-"""No import cycle among the project's modules, read from the source with `ast` (nothing is
-imported). Every import counts — module level, inside functions, under `TYPE_CHECKING` — because a
-type-only import is still a dependency a reader has to hold."""
+"""The floors of docs/architecture.md, and no import cycle, read from the source with `ast` (nothing
+is imported). Every import counts — module level, inside functions, under `TYPE_CHECKING` — because
+a type-only import is still a dependency a reader has to hold."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("flywheel", "flows", "verifiers")
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -117,3 +119,60 @@ def test_the_check_finds_a_cycle_of_every_kind(tmp_path: Path, files: dict[str, 
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(source)
     assert find_cycle(import_graph(tmp_path)) == cycle
+
+
+# --- floors ---------------------------------------------------------------------------------------
+
+
+def unit_of(module: str) -> str:
+    """`verifiers.parse` -> `verifiers`; `flywheel.catalog.api` -> `flywheel.catalog`; `flywheel` -> `flywheel`."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "flywheel" else parts[0]
+
+
+def floors(doc: str) -> dict[str, int]:
+    """Unit -> floor, from the rows `| <floor> | `unit` `unit` ... | ... |` of the architecture table."""
+    found: dict[str, int] = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].isdigit():
+            for unit in re.findall(r"`([\w.]+)`", cells[1]):
+                assert unit not in found, f"{unit} is on two floors in docs/architecture.md"
+                found[unit] = int(cells[0])
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]], floor_of: dict[str, int]) -> list[str]:
+    """`a (floor n) imports b (floor m > n)` for each import that goes up; a unit without a floor is named."""
+    found = []
+    for module, deps in sorted(graph.items()):
+        here = floor_of.get(unit_of(module))
+        if here is None:
+            found.append(f"{module}: unit {unit_of(module)} has no floor in docs/architecture.md")
+            continue
+        for dep in sorted(deps):
+            there = floor_of.get(unit_of(dep))
+            if there is not None and there > here:
+                found.append(f"{module} (floor {here}) imports {dep} (floor {there})")
+    return found
+
+
+def test_every_import_goes_down_the_documented_floors() -> None:
+    floor_of = floors(ARCHITECTURE.read_text())
+    assert {"verifiers", "flywheel.domain", "flywheel.library", "flows", "flywheel.cli"} <= floor_of.keys()
+    problems = upward_imports(import_graph(), floor_of)
+    assert problems == [], "imports against docs/architecture.md:\n" + "\n".join(problems)
+
+
+def test_the_floor_check_sees_an_upward_import_and_an_unplaced_unit(tmp_path: Path) -> None:
+    files = {"flywheel/__init__.py": "", "flywheel/domain.py": "from flywheel.library import x\n",
+             "flywheel/library/__init__.py": "def f():\n    from flywheel import domain\n",
+             "flywheel/newcomer.py": ""}
+    for rel, source in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(source)
+    table = "| floor | units | what |\n|---|---|---|\n| 1 | `flywheel` `flywheel.domain` | a |\n| 4 | `flywheel.library` | b |\n"
+    assert upward_imports(import_graph(tmp_path), floors(table)) == [
+        "flywheel.domain (floor 1) imports flywheel.library (floor 4)",
+        "flywheel.newcomer: unit flywheel.newcomer has no floor in docs/architecture.md",
+    ]
