@@ -47,8 +47,10 @@ from flows.starter import STARTER, seed_starter
 from flows.tasks import (
     LOCAL,
     Env,
+    attempt_record,
     deposit_own,
     finish_run,
+    graft_records,
     load_problems,
     open_run,
     record,
@@ -57,7 +59,6 @@ from flows.tasks import (
 )
 from flywheel import calculator, config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, solve_many
-from flywheel.catalog import AttemptRecord, GraftRecord
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
@@ -341,9 +342,9 @@ class _Finisher:
 
     def _record(self, job: AttemptJob, k: int, result: AttemptResult, verdict: Verdict) -> None:
         with self.clock.phase("record"):
-            record(self.env, AttemptRecord.from_result(result, verdict, run_id=self.run_id, problem_id=job.problem.id,
-                                                       attempt_index=k, route=job.tag),
-                   GraftRecord.tried_in(result))
+            record(self.env, attempt_record(result, verdict, run_id=self.run_id, problem_id=job.problem.id,
+                                            attempt_index=k, route=job.tag),
+                   graft_records(result))
 
     def deposit_ready(self) -> None:
         """Deposit what the thread found verified (on this, the model's, thread), then record those attempts."""

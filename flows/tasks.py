@@ -12,11 +12,12 @@ from flows import runtime
 from flywheel import config
 from flywheel.attempt import AttemptResult, solution_of
 from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
+from flywheel.catalog.records import bounded_text, storable
 from flywheel.decode import DecodeSchedule
-from flywheel.domain import canonical_json
+from flywheel.domain import RouteDecision, canonical_json
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import Problem, ProblemSet, load_problem_set
-from flywheel.router import RouteDecision, RouterConfig
+from flywheel.router import RouterConfig
 
 if TYPE_CHECKING:
     from flywheel.engine import Engine
@@ -179,6 +180,30 @@ def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by:
         except DepositRefusedError:
             return None
     return dep.artifact_sha256
+
+
+def graft_records(result: AttemptResult) -> list[GraftRecord]:
+    """The grafts an attempt tried, as catalog records: each refused one with its reason, then the one that loaded."""
+    grafts = [GraftRecord(r.artifact, "refused", r.reason) for r in result.refused]
+    if result.grafted_artifact:
+        grafts.append(GraftRecord(result.grafted_artifact, "ok", None, result.restored_tokens))
+    return grafts
+
+
+def attempt_record(result: AttemptResult, verdict: Verdict, *, run_id: str, problem_id: str,
+                   attempt_index: int, route: RouteDecision) -> AttemptRecord:
+    """The catalog record of one finished attempt: its route, exact token accounting, energy and verdict."""
+    return AttemptRecord(
+        run_id=run_id, problem_id=problem_id, attempt_index=attempt_index, route=route.kind,
+        budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
+        grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
+        prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
+        decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens,
+        budget_exhausted=result.budget_exhausted, answer=storable(result.answer),
+        verified=verdict.equivalent, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
+        energy_joules=result.energy_joules, energy_source=result.energy_source,
+        logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),
+        stop_reason=result.stop_reason)
 
 
 @task(name="record", **CATALOG_WRITE)

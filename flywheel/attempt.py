@@ -37,7 +37,7 @@ from flywheel.prompts import AttemptMode, attempt_suffix, plain_prompt
 if TYPE_CHECKING:
     from flywheel.energy import EnergyMeter
     from flywheel.engine import Engine
-    from flywheel.library import Library
+    from flywheel.kv.graft import GraftSource
     from flywheel.problemsets import Problem
     from flywheel.timing import PhaseClock
 
@@ -150,7 +150,7 @@ class PreparedAttempt:
         return StopRule() if self.mode == "answer" else SolveStop()
 
 
-def prepare_attempt(engine: Engine, library: Library | None, problem: Problem, *, route: RouteKind,
+def prepare_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *, route: RouteKind,
                     artifact_sha: str | None, prefill: bool = True) -> PreparedAttempt:
     """Graft the routed artifact (a refusal is kept and the attempt runs ungrafted), then prefill the prompt.
 
@@ -207,7 +207,7 @@ def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOut
         stop_reason=outcome.stop_reason, shared_by=shared_by if budget > 0 else 1, fork=fork if budget > 0 else 0)
 
 
-def run_attempt(engine: Engine, library: Library | None, problem: Problem, *, route: RouteKind,
+def run_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *, route: RouteKind,
                 artifact_sha: str | None, budget: int, seed: int | None = None,
                 temperature: float = 0.0) -> AttemptResult:
     """Attempt `problem` once under a decode budget of `budget` tokens (one slot of the batched decoder).
@@ -243,7 +243,7 @@ class AttemptJob:
     calculator: bool = False   # hand `expression =` arithmetic to flywheel.calculator
 
 
-def solve_many(engine: Engine, library: Library | None, jobs: Iterable[AttemptJob], *,
+def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob], *,
                slots: int = DEFAULT_SLOTS, meter: EnergyMeter | None = None,
                progress: DecodeProgress | None = None,
                clock: PhaseClock | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:

@@ -32,18 +32,12 @@ Entries made under another fingerprint are not errors: they are skipped (listed 
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
 import os
 import re
-import shutil
 import struct
 import tarfile
-import tempfile
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -51,12 +45,14 @@ from typing import IO, TYPE_CHECKING, Any
 from flywheel.errors import ArtifactError, BundleRefusedError, DepositRefusedError, InputError
 from flywheel.fsutil import atomic_writer
 from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
+from flywheel.library.deposits import MAX_ID_CHARS, MAX_TEXT_CHARS, StagedDeposit, contradicted
+from flywheel.library.staging import remove_stale_staging, staging_dir
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
     from flywheel.engine import Engine
     from flywheel.kv.artifact import ArtifactHeader
-    from flywheel.library import Library, StagedDeposit
+    from flywheel.library import Library
 
 BUNDLE_FORMAT = "kv-flywheel-bundle"
 BUNDLE_VERSION = 1
@@ -295,7 +291,6 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     """Every check of every entry; raises `BundleRefusedError` naming the first bad one."""
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.catalog.normalize import text_hash
-    from flywheel.library import MAX_ID_CHARS, MAX_TEXT_CHARS, StagedDeposit, contradicted
     from flywheel.problemsets import Problem
     from flywheel.prompts import graft_prefix, template_break
 
@@ -528,74 +523,3 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
     report.present = done.already_stored
     report.unverified = sum(c.solution.unverified for c in checked)
     return report
-
-
-# --- import: staging folders ---------------------------------------------------------------------
-
-#: Staging folders are `<library>/.import-<pid>-<random>/`. Each holds `.lock`, which its importer
-#: keeps `flock`ed until the folder is removed; the kernel drops the lock when the importer dies
-#: (even by `kill -9`), which is how a live import's folder is told from a stale one.
-STAGING_PREFIX = ".import-"
-_STAGING_LOCK = ".lock"
-#: An unlocked folder whose named process still runs is stale only when older than this: a live
-#: importer locks its folder microseconds after making it, so an old one means the pid was reused.
-_UNLOCKED_GRACE_S = 60.0
-
-
-@contextmanager
-def staging_dir(root: Path) -> Iterator[Path]:
-    """A fresh staging folder in `root`, locked as this process's while the block runs, then removed."""
-    path = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=root))
-    try:
-        with open(path / _STAGING_LOCK, "wb") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def stale_staging_dirs(root: Path) -> list[Path]:
-    """Staging folders in `root` whose import is gone (killed or crashed); a live import's are not listed."""
-    return sorted(d for d in root.glob(f"{STAGING_PREFIX}*") if d.is_dir() and not d.is_symlink() and _stale(d))
-
-
-def remove_stale_staging(root: Path) -> list[Path]:
-    """Remove the staging folders that interrupted imports left in `root`; returns those removed."""
-    stale = stale_staging_dirs(root)
-    for d in stale:
-        shutil.rmtree(d, ignore_errors=True)
-    return stale
-
-
-def _stale(folder: Path) -> bool:
-    try:
-        with open(folder / _STAGING_LOCK, "rb") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False                      # its importer holds the lock: running
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    except FileNotFoundError:
-        pass                                      # not locked yet, or killed before it was
-    except OSError:
-        return False                              # cannot tell: leave it
-    match = re.match(rf"{re.escape(STAGING_PREFIX)}(\d+)-", folder.name)
-    if match is None or not _running(int(match.group(1))):
-        return True
-    try:
-        return time.time() - folder.stat().st_mtime > _UNLOCKED_GRACE_S
-    except OSError:
-        return False
-
-
-def _running(pid: int) -> bool:
-    """Whether a process with this id exists on this machine."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:                       # exists, owned by someone else
-        return True
-    return True

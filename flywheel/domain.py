@@ -10,12 +10,36 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal, get_args
+from dataclasses import dataclass
+from typing import Any, Literal, NewType, get_args
+
+#: Ids that cross modules, typed apart so they cannot be swapped silently (all plain `str` at run time).
+#: An artifact's id: the lowercase hex SHA-256 of its bytes (64 characters).
+ArtifactSha = NewType("ArtifactSha", str)
+#: The leading part of an artifact id a person types (at least 4 hex digits), resolved by the catalog.
+ShaPrefix = NewType("ShaPrefix", str)
+#: The digest of a model fingerprint (`Fingerprint.digest`): what artifacts and indexes are filed under.
+FingerprintDigest = NewType("FingerprintDigest", str)
 
 #: How the router matched a problem: a recurrence of a deposited one (`exact`), related
 #: deposits grafted as context (`near`), or nothing worth grafting (`none`).
 RouteKind = Literal["exact", "near", "none"]
 ROUTE_KINDS: tuple[RouteKind, ...] = get_args(RouteKind)
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """What the router chose: `artifact_sha` is None exactly when `kind == "none"`.
+
+    `score` is 1.0 for exact, the cosine for near, and the best cosine seen (or 0.0) for none;
+    `problem_id` is the library problem whose artifact was picked.
+    """
+
+    kind: RouteKind
+    artifact_sha: ArtifactSha | None
+    score: float
+    problem_id: str | None
+    members: tuple[ArtifactSha, ...] = ()   # near: the member artifacts when several are grafted together
 
 
 def canonical_json(data: Any) -> str:

@@ -21,7 +21,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
 from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo, sampling
-from flywheel.domain import canonical_json, json_sha256
+from flywheel.domain import FingerprintDigest, canonical_json, json_sha256
 from flywheel.errors import InputError, ModelError
 
 DType = Literal["float32", "bfloat16", "float16"]
@@ -57,9 +57,9 @@ class Fingerprint:
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
-    def digest(self) -> str:
+    def digest(self) -> FingerprintDigest:
         """SHA-256 of the canonical JSON: the one value catalogs and routers compare."""
-        return json_sha256(self.to_dict())
+        return FingerprintDigest(json_sha256(self.to_dict()))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

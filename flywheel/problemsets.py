@@ -65,7 +65,7 @@ class Problem:
         if answer is None or not answer.strip():
             return verifiers.Verdict("unparseable", "no answer in the output")
         if self.reference is not None and self.reference.strip():
-            return verifiers.check(answer, self.reference, config=config)
+            return verifiers.check(candidate=answer, reference=self.reference, config=config)
         return verifiers.check_by_substitution(self.text, answer, config=config)
 
 

@@ -30,7 +30,7 @@ def test_there_is_a_curated_set() -> None:
 @pytest.mark.parametrize("path", CURATED, ids=lambda p: p.name)
 def test_every_curated_answer_verifies_against_its_reference(path: Path) -> None:
     for row in _rows(path):
-        verdict = verifiers.check(row["answer"], row["reference"])
+        verdict = verifiers.check(candidate=row["answer"], reference=row["reference"])
         assert verdict.equivalent, (row["id"], verdict.status, verdict.reason)
 
 

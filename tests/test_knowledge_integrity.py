@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from flywheel.bundle import export_bundle, import_bundle
 from flywheel.engine import Engine
 from flywheel.errors import BundleRefusedError, DepositRefusedError
 from flywheel.library import Library
@@ -46,9 +47,9 @@ def test_look_alike_problems_are_filed_apart_routed_apart_and_exported_whole(
     assert lib.route(tiny_gemma, "  " + first.text.replace(" ", "\n ")).artifact_sha == a.artifact_sha256
     assert lib.scan().ok
     bundle = tmp_path / "b.tar"
-    assert lib.export_bundle(bundle) == 2
+    assert export_bundle(lib, bundle) == 2
     with Library.open(tmp_path / "other") as other:   # the export is accepted whole elsewhere
-        assert other.import_bundle(tiny_gemma, bundle).imported == 2
+        assert import_bundle(other, bundle, tiny_gemma).imported == 2
 
 
 # --- 3: the catalogued reference -----------------------------------------------------------------
@@ -86,11 +87,11 @@ def test_an_import_is_checked_against_the_catalogued_reference(tmp_path: Path, t
     bundle = tmp_path / "wrong.tar"
     with Library.open(tmp_path / "wrong") as wrong:
         wrong.deposit(tiny_gemma, Problem(id="mul", text=SEVEN_EIGHT.text, reference="99"), "7*8 = 99", "99")
-        wrong.export_bundle(bundle)
+        export_bundle(wrong, bundle)
     with Library.open(tmp_path / "right") as right:
         right.deposit(tiny_gemma, SEVEN_EIGHT, "7*8 = 56", "56")
         with pytest.raises(BundleRefusedError, match="catalogued with reference '56'"):
-            right.import_bundle(tiny_gemma, bundle)
+            import_bundle(right, bundle, tiny_gemma)
         assert [s.answer for s in right.catalog.solutions_of("mul")] == ["56"]
 
 

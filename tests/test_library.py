@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.bundle import remove_stale_staging, staging_dir, stale_staging_dirs
+from flywheel.bundle import export_bundle, import_bundle
 from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 from flywheel.engine import Engine
 from flywheel.errors import DepositRefusedError
 from flywheel.library import Finding, Library, RefusedRow, StagedDeposit
+from flywheel.library.staging import remove_stale_staging, staging_dir, stale_staging_dirs
 from flywheel.problemsets import Problem
 from flywheel.store import LocalStore
 from flywheel.tables import BadRow
@@ -221,16 +222,16 @@ def test_import_bundle_through_the_library_round_trips(tmp_path: Path, tiny_gemm
         source.deposit(tiny_gemma, TWO, "1+1=2", "2")
         source.deposit(tiny_gemma, Problem(id="sky", text="Name the colour of the sky."), "It is blue.", "blue",
                        unverified=True)
-        assert source.export_bundle(bundle) == 2
+        assert export_bundle(source, bundle) == 2
         sent = sorted(p.read_bytes() for p in (source.root / "artifacts").rglob("*") if p.is_file())
     with Library.open(tmp_path / "target") as target:
-        report = target.import_bundle(tiny_gemma, bundle, allow_unverified=True)
+        report = import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
         assert (report.imported, report.unverified, report.present, report.refused) == (2, 1, 0, [])
         assert sorted(p.read_bytes() for p in (target.root / "artifacts").rglob("*") if p.is_file()) == sent
         assert target.route(tiny_gemma, TWO.text).kind == "exact"
         assert target.scan().ok and stale_staging_dirs(target.root) == []
         assert not list(target.root.glob(".import-*"))                     # its staging folder is gone
-        assert target.import_bundle(tiny_gemma, bundle, allow_unverified=True).present == 2
+        assert import_bundle(target, bundle, tiny_gemma, allow_unverified=True).present == 2
 
 
 # --- staging folders of interrupted imports ------------------------------------------------------
@@ -248,7 +249,7 @@ def test_import_removes_a_killed_imports_staging_folder_but_not_a_live_ones(tmp_
     bundle = tmp_path / "bundle.tar"
     with Library.open(tmp_path / "source") as source:
         source.deposit(tiny_gemma, TWO, "1+1=2", "2")
-        source.export_bundle(bundle)
+        export_bundle(source, bundle)
     with Library.open(tmp_path / "target") as target:
         killed = target.root / f".import-{dead_pid()}-k1ll3d"          # kill -9 before it took its lock
         killed.mkdir()
@@ -261,7 +262,7 @@ def test_import_removes_a_killed_imports_staging_folder_but_not_a_live_ones(tmp_
         with staging_dir(target.root) as live:                         # an import running right now
             (live / "staged.kv").write_bytes(b"in progress")
             assert stale_staging_dirs(target.root) == sorted([killed, reused])
-            report = target.import_bundle(tiny_gemma, bundle)
+            report = import_bundle(target, bundle, tiny_gemma)
             assert report.imported == 1
             assert not killed.exists() and not reused.exists()
             assert (live / "staged.kv").read_bytes() == b"in progress"

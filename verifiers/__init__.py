@@ -1,11 +1,11 @@
 """Symbolic answer verifiers: extraction, safe parsing, equivalence and substitution checks.
 
-Two verbs: `check(candidate, reference, mode)` and `check_by_substitution(problem, candidate)`,
+Two verbs: `check(candidate=, reference=, mode=)` (keyword-only) and `check_by_substitution(problem, candidate)`,
 each returning a `Verdict`. Every check runs in a worker process under a wall-clock and memory
 limit, so it is safe to call from any thread and on hostile model output.
 
     >>> from verifiers import check
-    >>> check(r"\\dfrac{9}{7}", "9/7").equivalent
+    >>> check(candidate=r"\\dfrac{9}{7}", reference="9/7").equivalent
     True
 """
 

@@ -37,8 +37,11 @@ def _refuse(candidate: object, reference: object, cfg: VerifierConfig) -> str | 
     return None
 
 
-def check(candidate: str, reference: str, mode: Mode = "auto", *, config: VerifierConfig | None = None) -> Verdict:
+def check(*, candidate: str, reference: str, mode: Mode = "auto", config: VerifierConfig | None = None) -> Verdict:
     """Is the model's answer equivalent to the reference? Never raises; bounded in time and memory.
+
+    Every argument is keyword-only: candidate and reference are both strings and a swap would be
+    silent (Math-Verify's `verify(gold, target)` takes them in the other order).
 
     Args:
         candidate: model output, free text or a bare answer (`\\boxed{}` etc. are extracted).
@@ -48,7 +51,8 @@ def check(candidate: str, reference: str, mode: Mode = "auto", *, config: Verifi
     Returns:
         a `Verdict`; `.equivalent` is True only for status `equivalent`.
 
-    Example: `check(r"\\dfrac{9}{7}", "9/7").equivalent` -> True; `check("0.333", "1/3")` -> not_equivalent.
+    Example: `check(candidate=r"\\dfrac{9}{7}", reference="9/7").equivalent` -> True;
+    `check(candidate="0.333", reference="1/3")` -> not_equivalent.
     """
     cfg = config or DEFAULT
     if mode not in MODES:

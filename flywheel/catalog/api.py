@@ -43,6 +43,7 @@ from flywheel.catalog.records import (
     RouterEntry,
     SolutionSpec,
 )
+from flywheel.domain import ArtifactSha, ShaPrefix
 from flywheel.errors import ArtifactNotFoundError, CatalogConflictError, DepositRefusedError, InputError
 
 T = TypeVar("T")
@@ -241,7 +242,7 @@ class Catalog:
                 stmt = stmt.where(SolutionRow.unverified.is_(False))
             return list(s.scalars(stmt.order_by(ArtifactRow.created_at, ArtifactRow.sha256)))
 
-    def get_artifact(self, sha_or_prefix: str) -> ArtifactRow:
+    def get_artifact(self, sha_or_prefix: ArtifactSha | ShaPrefix) -> ArtifactRow:
         """The artifact whose id is, or starts with, `sha_or_prefix` (at least 4 hex digits).
 
         Raises:
@@ -301,7 +302,7 @@ class Catalog:
             if not include_unverified:
                 stmt = stmt.where(SolutionRow.unverified.is_(False))
             rows = s.execute(stmt.order_by(ArtifactRow.created_at, ArtifactRow.sha256)).all()
-        return [RouterEntry(artifact_sha256=a, problem_id=p, problem_text=t) for a, p, t in rows]
+        return [RouterEntry(artifact_sha256=ArtifactSha(a), problem_id=p, problem_text=t) for a, p, t in rows]
 
     def exact_match(self, problem_text: str, fingerprint_digest: str,
                     include_unverified: bool = False) -> RouterEntry | None:
@@ -315,7 +316,8 @@ class Catalog:
             if not include_unverified:
                 stmt = stmt.where(SolutionRow.unverified.is_(False))
             row = s.execute(stmt.order_by(ArtifactRow.created_at, ArtifactRow.sha256).limit(1)).first()
-        return None if row is None else RouterEntry(artifact_sha256=row[0], problem_id=row[1], problem_text=row[2])
+        return None if row is None else RouterEntry(artifact_sha256=ArtifactSha(row[0]), problem_id=row[1],
+                                                   problem_text=row[2])
 
     # --- runs and attempts -----------------------------------------------------------------------
 

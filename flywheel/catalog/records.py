@@ -6,13 +6,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from flywheel.catalog.models import ArtifactRow, AttemptRow, ProblemRow, SolutionRow
-from flywheel.domain import RouteKind
+from flywheel.domain import ArtifactSha, RouteKind
 
 if TYPE_CHECKING:
-    from flywheel.attempt import AttemptResult
     from flywheel.problemsets import Problem
-    from flywheel.router import RouteDecision
-    from verifiers import Verdict
 
 GraftOutcome = Literal["ok", "refused"]
 #: Characters of an attempt's decoded text kept in the catalog (a 1,024-token budget fits).
@@ -97,21 +94,14 @@ class GraftRecord:
     reason: str | None = None
     restored_tokens: int | None = None
 
-    @classmethod
-    def tried_in(cls, result: AttemptResult) -> list[GraftRecord]:
-        """The grafts an attempt tried: each refused one with its reason, then the one that loaded."""
-        grafts = [cls(r.artifact, "refused", r.reason) for r in result.refused]
-        if result.grafted_artifact:
-            grafts.append(cls(result.grafted_artifact, "ok", None, result.restored_tokens))
-        return grafts
-
 
 @dataclass(frozen=True)
 class AttemptRecord:
     """One attempt's accounting; token counts are exact, energy carries its source.
 
     When K attempts fork one graft restore and one prefill, `prefill_tokens` and `restored_tokens`
-    are this attempt's whole-token share (`flywheel.attempt.apportion`), so the K rows add up to
+    are this attempt's whole-token share (`flywheel.attempt.apportion`; `flows.tasks.attempt_record`
+    converts a finished attempt), so the K rows add up to
     what the model ran, counted once; `prompt_tokens` and the graft row's `restored_tokens` keep
     what the attempt would cost alone. Energy is apportioned the same way.
     """
@@ -142,22 +132,6 @@ class AttemptRecord:
     text: str | None = None          # the decoded continuation (bounded: see `bounded_text`)
     stop_reason: str | None = None   # stop | eos | budget
 
-    @classmethod
-    def from_result(cls, result: AttemptResult, verdict: Verdict, *, run_id: str, problem_id: str,
-                    attempt_index: int, route: RouteDecision) -> AttemptRecord:
-        """The record of one finished attempt: its route, exact token accounting, energy and verdict."""
-        return cls(
-            run_id=run_id, problem_id=problem_id, attempt_index=attempt_index, route=route.kind,
-            budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
-            grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
-            prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
-            decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens,
-            budget_exhausted=result.budget_exhausted, answer=storable(result.answer),
-            verified=verdict.equivalent, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
-            energy_joules=result.energy_joules, energy_source=result.energy_source,
-            logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),
-            stop_reason=result.stop_reason)
-
 
 @dataclass(frozen=True)
 class RecordedAttempt:
@@ -171,6 +145,6 @@ class RecordedAttempt:
 class RouterEntry:
     """A routable artifact: verified, matching the fingerprint, with its problem's text."""
 
-    artifact_sha256: str
+    artifact_sha256: ArtifactSha
     problem_id: str
     problem_text: str

@@ -52,7 +52,7 @@ def check(candidate: str, reference: str, mode: str, tolerance: float | None, ti
     from verifiers import check as run_check
 
     cfg = VerifierConfig(tolerance=tolerance, timeout_s=timeout_s)
-    verdict = run_check(candidate, reference, mode, config=cfg)  # type: ignore[arg-type]
+    verdict = run_check(candidate=candidate, reference=reference, mode=mode, config=cfg)  # type: ignore[arg-type]
     if as_json:
         click.echo(json.dumps({"status": verdict.status, "equivalent": verdict.equivalent,
                                "reason": verdict.reason, "mode": mode,

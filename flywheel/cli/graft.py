@@ -139,10 +139,11 @@ def graft_command(ctx: click.Context, artifact: str, prompt: str, max_new: int, 
     if path.is_file():
         grafted = graft(engine, read_artifact(path))
     else:
+        from flywheel.domain import ShaPrefix
         from flywheel.library import Library
 
         with Library.open(settings.library, settings.db_url) as lib:
-            row = lib.catalog.get_artifact(artifact)
+            row = lib.catalog.get_artifact(ShaPrefix(artifact))
             grafted = lib.load_graft(engine, row.sha256)
     text, produced = "", 0
     if max_new:

@@ -185,10 +185,11 @@ def show(ctx: click.Context, artifact_id: str) -> None:
     Example:
       flywheel library show c7bcf81b
     """
+    from flywheel.domain import ShaPrefix
     from flywheel.kv import parse_artifact
 
     with _open(ctx, write=False) as lib:
-        row = lib.catalog.get_artifact(artifact_id)
+        row = lib.catalog.get_artifact(ShaPrefix(artifact_id))
         sol = lib.catalog.get_solution(row.solution_id)
         prob = lib.catalog.get_problem(row.problem_id)
         data = lib.store.get(row.sha256)
@@ -249,8 +250,10 @@ def export(ctx: click.Context, bundle: Path, force: bool) -> None:
                          hint="create the folder first, or give a path in an existing one")
     if bundle.exists() and not force:
         raise InputError(f"{bundle} already exists; nothing was written", hint="pass --force to overwrite it")
+    from flywheel.bundle import export_bundle
+
     with _open(ctx, write=False) as lib:
-        n = lib.export_bundle(bundle, force=force)
+        n = export_bundle(lib, bundle, force=force)
     click.echo(f"exported {n} artifacts to {bundle}")
 
 
@@ -273,13 +276,14 @@ def import_(ctx: click.Context, bundle: Path, any_fingerprint: bool, allow_unver
     Example:
       flywheel --library other/ library import library-bundle.tar
     """
+    from flywheel.bundle import import_bundle
     from flywheel.config import validate_library_path
 
     validate_library_path(settings_of(ctx).library, write=True)  # before loading the model
     engine = _engine(ctx)
     with _open(ctx) as lib:
-        report = lib.import_bundle(engine, bundle, any_fingerprint=any_fingerprint,
-                                   allow_unverified=allow_unverified)
+        report = import_bundle(lib, bundle, engine, any_fingerprint=any_fingerprint,
+                               allow_unverified=allow_unverified)
     for sha, reason in report.refused:
         click.echo(f"skipped {sha[:16]}: {printable(reason)}", err=True)
     click.echo(f"imported {report.imported} ({report.unverified} unverified), already present {report.present}, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from transformers import DynamicCache
@@ -26,6 +26,14 @@ from flywheel.kv.artifact import (
     logits_sha256,
     seal,
 )
+
+
+class GraftSource(Protocol):
+    """Where an attempt gets its graft: the library, or anything that can load an artifact by id."""
+
+    def load_graft(self, engine: Engine, sha256: str) -> Graft:
+        """Fetch, check and graft the artifact `sha256`; raises `ArtifactError` if refused."""
+        ...
 
 
 @dataclass

@@ -9,7 +9,8 @@ Example:
 
 from __future__ import annotations
 
+from flywheel.domain import RouteDecision, RouteKind
 from flywheel.router.index import VectorIndex, new_faiss_index
-from flywheel.router.router import INDEX_DIR, RouteDecision, RouteKind, Router, RouterConfig
+from flywheel.router.router import INDEX_DIR, Router, RouterConfig
 
 __all__ = ["INDEX_DIR", "RouteDecision", "RouteKind", "Router", "RouterConfig", "VectorIndex", "new_faiss_index"]

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import faiss
 import numpy as np
 
+from flywheel.domain import ArtifactSha
 from flywheel.fsutil import atomic_write_bytes
 
 IndexKind = Literal["flat", "hnsw"]
@@ -38,7 +39,7 @@ def new_faiss_index(dim: int, kind: IndexKind, hnsw_m: int = 32) -> Any:
 
 @dataclass
 class IndexEntry:
-    artifact_sha256: str
+    artifact_sha256: ArtifactSha
     problem_id: str
 
 

@@ -13,7 +13,8 @@ import numpy as np
 
 from flywheel.catalog import Catalog
 from flywheel.config import DEFAULT_NEAR_MEMBERS
-from flywheel.domain import RouteKind
+from flywheel.domain import ArtifactSha, FingerprintDigest, RouteDecision
+from flywheel.errors import ArtifactNotFoundError
 from flywheel.router.index import IndexEntry, IndexKind, VectorIndex
 
 Embedder = Callable[[Sequence[str]], np.ndarray]
@@ -55,21 +56,6 @@ class IndexCheck:
         return not (self.missing or self.stale or self.unreadable)
 
 
-@dataclass(frozen=True)
-class RouteDecision:
-    """What the router chose: `artifact_sha` is None exactly when `kind == "none"`.
-
-    `score` is 1.0 for exact, the cosine for near, and the best cosine seen (or 0.0) for none;
-    `problem_id` is the library problem whose artifact was picked.
-    """
-
-    kind: RouteKind
-    artifact_sha: str | None
-    score: float
-    problem_id: str | None
-    members: tuple[str, ...] = ()   # near: the member artifacts when several are grafted together
-
-
 def _default_embedder(texts: Sequence[str]) -> np.ndarray:
     from flywheel.embed import embed
 
@@ -107,7 +93,8 @@ class Router:
 
     # --- routing ---------------------------------------------------------------------------------
 
-    def route(self, problem_text: str, fingerprint: str, *, members: int | None = None) -> RouteDecision:
+    def route(self, problem_text: str, fingerprint: FingerprintDigest, *,
+              members: int | None = None) -> RouteDecision:
         """Decide how to seed `problem_text` for an engine whose fingerprint digest is `fingerprint`.
 
         A near route names the best routable artifact and, with `members` (default
@@ -135,11 +122,15 @@ class Router:
         return RouteDecision("near", top.artifact_sha256, score, top.problem_id,
                              tuple(e.artifact_sha256 for _, e in hits) if len(hits) > 1 else ())
 
-    def _still_routable(self, sha: str, fingerprint: str) -> bool:
-        """Re-check a candidate against the catalog: present, same fingerprint, verified (unless asked)."""
+    def _still_routable(self, sha: ArtifactSha, fingerprint: FingerprintDigest) -> bool:
+        """Re-check a candidate against the catalog: present, same fingerprint, verified (unless asked).
+
+        Only an artifact removed since indexing is "not a candidate"; a catalog that cannot be
+        read (a dropped database, a missing table) raises, rather than reading as "no route".
+        """
         try:
             art = self.catalog.get_artifact(sha)
-        except Exception:  # removed since indexing: not a candidate
+        except ArtifactNotFoundError:
             return False
         if art.fingerprint_digest != fingerprint:
             return False
@@ -150,7 +141,7 @@ class Router:
 
     # --- maintenance -----------------------------------------------------------------------------
 
-    def add(self, artifact_sha: str, problem_id: str, problem_text: str, fingerprint: str) -> bool:
+    def add(self, artifact_sha: ArtifactSha, problem_id: str, problem_text: str, fingerprint: str) -> bool:
         """Index a just-deposited artifact (idempotent). Returns True if it was new to the index."""
         with self._locked(fingerprint):
             index = self._index(fingerprint, reconcile=False)

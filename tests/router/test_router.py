@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from flywheel import config
 from flywheel.catalog import ArtifactSpec, Catalog, ProblemSpec, SolutionSpec, normalize_text, open_catalog
@@ -166,6 +169,20 @@ def test_artifact_removed_from_catalog_is_no_longer_routed(library: Path, catalo
     catalog.remove_artifact(sha)
     assert router.route(LINEAR_FRESH, FP).kind == "none"
     assert router.route(LINEAR, FP).kind == "none"
+
+
+def test_a_catalog_that_fails_mid_route_is_an_error_not_no_route(library: Path, catalog: Catalog,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    deposit(catalog, "lin-1", LINEAR)
+    router = Router(library, catalog)
+    assert router.route(LINEAR_FRESH, FP).kind == "near"    # the index is built and held in memory
+
+    def dropped(sha_or_prefix: str) -> NoReturn:
+        raise OperationalError("SELECT artifacts", {}, sqlite3.OperationalError("no such table: artifacts"))
+
+    monkeypatch.setattr(catalog, "get_artifact", dropped)    # the database goes away between two reads
+    with pytest.raises(OperationalError, match="no such table"):
+        router.route(LINEAR_FRESH, FP)
 
 
 def test_hnsw_index_kind_routes_the_same(library: Path, catalog: Catalog) -> None:

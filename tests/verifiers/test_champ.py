@@ -18,15 +18,15 @@ PROBLEMS = list(DS.problems.values())
 
 
 def test_every_reference_matches_itself() -> None:
-    bad = [p.answer for p in PROBLEMS if not check(p.answer, p.answer).equivalent]
+    bad = [p.answer for p in PROBLEMS if not check(candidate=p.answer, reference=p.answer).equivalent]
     assert bad == []
-    bad_text = [p.answer for p in PROBLEMS if not check(p.answer, p.answer, "text").equivalent]
+    bad_text = [p.answer for p in PROBLEMS if not check(candidate=p.answer, reference=p.answer, mode="text").equivalent]
     assert bad_text == []
     assert len(PROBLEMS) == 270
 
 
 def test_last_solution_step_verifies() -> None:
-    counts = collections.Counter(check(p.solution.steps[-1].text, p.answer).status for p in PROBLEMS)
+    counts = collections.Counter(check(candidate=p.solution.steps[-1].text, reference=p.answer).status for p in PROBLEMS)
     assert counts["equivalent"] >= 130, counts
     assert counts["timeout"] == 0
 
@@ -35,4 +35,4 @@ def test_last_solution_step_verifies() -> None:
 def test_a_reference_is_not_another_problems_answer(pid: str) -> None:
     p = DS.problems[pid]
     other = next(q for q in PROBLEMS if q.answer != p.answer and q.answer[0].isdigit())
-    assert not check(other.answer, p.answer).equivalent
+    assert not check(candidate=other.answer, reference=p.answer).equivalent

@@ -39,5 +39,5 @@ JUDGED = [
 
 @pytest.mark.parametrize(("final", "reference", "correct", "why"), JUDGED)
 def test_judged_disagreement(final: str, reference: str, correct: bool, why: str) -> None:
-    v = check(final, reference)
+    v = check(candidate=final, reference=reference)
     assert v.equivalent == correct, (why, v)

@@ -11,7 +11,7 @@ EQ, NE = "equivalent", "not_equivalent"
 
 
 def _assert(candidate: str, reference: str, expected: str, mode: str = "auto", **cfg: object) -> None:
-    v = check(candidate, reference, mode, config=VerifierConfig(**cfg))  # type: ignore[arg-type]
+    v = check(candidate=candidate, reference=reference, mode=mode, config=VerifierConfig(**cfg))  # type: ignore[arg-type]
     assert v.status == expected, (candidate, reference, v)
     assert v.equivalent == (expected == EQ)
 
@@ -57,7 +57,7 @@ AIME = [("042", "42", EQ), ("\\boxed{7}", "007", EQ), ("1000", "1000", "unparsea
 @pytest.mark.parametrize(("cand", "ref", "expected"), AIME)
 def test_aime(cand: str, ref: str, expected: str) -> None:
     # the reference is an AIME key; a candidate outside 000-999 is not an AIME answer
-    v = check(cand, ref, "aime")
+    v = check(candidate=cand, reference=ref, mode="aime")
     assert v.status == expected or expected == "unparseable" and v.status != EQ, v
 
 
@@ -242,3 +242,11 @@ TEXT = [
 @pytest.mark.parametrize(("cand", "ref", "expected", "mode"), TEXT)
 def test_text(cand: str, ref: str, expected: str, mode: str) -> None:
     _assert(cand, ref, expected, mode)
+
+
+def test_candidate_and_reference_are_keyword_only() -> None:
+    # Both are strings; Math-Verify takes them in the other order, so a positional call is refused.
+    with pytest.raises(TypeError):
+        check("x^2", "x**2")  # type: ignore[misc]
+    swapped = check(reference="{1, 2}", candidate="{1, 2, 3}", mode="set")
+    assert swapped.candidate is not None and "3" in swapped.candidate and swapped.status == NE

@@ -20,7 +20,7 @@ def _ours(case: dict[str, object]) -> bool:
     opts = case.get("mv_options") or {}
     precision = opts.get("precision") if isinstance(opts, dict) else None
     cfg = VerifierConfig() if precision is None else replace(VerifierConfig(), tolerance=10.0 ** -int(precision))
-    return check(str(case["pred"]), str(case["gold"]), config=cfg).equivalent
+    return check(candidate=str(case["pred"]), reference=str(case["gold"]), config=cfg).equivalent
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.get("truth", c["expected"])], ids=lambda c: c["id"])

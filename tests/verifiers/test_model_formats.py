@@ -9,7 +9,7 @@ from verifiers import check
 
 
 def _accepted(candidate: str, reference: str) -> None:
-    v = check(candidate, reference)
+    v = check(candidate=candidate, reference=reference)
     assert v.equivalent, (candidate, reference, v)
 
 
@@ -86,4 +86,4 @@ POLICY = [
 
 @pytest.mark.parametrize(("candidate", "reference", "equal"), POLICY)
 def test_value_assignment_tuple_policy(candidate: str, reference: str, equal: bool) -> None:
-    assert check(candidate, reference).equivalent == equal, check(candidate, reference)
+    assert check(candidate=candidate, reference=reference).equivalent == equal, check(candidate=candidate, reference=reference)

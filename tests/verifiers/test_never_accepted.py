@@ -9,7 +9,7 @@ from verifiers import check, extract_answer
 
 
 def _rejected(candidate: str, reference: str) -> None:
-    v = check(candidate, reference)
+    v = check(candidate=candidate, reference=reference)
     assert not v.equivalent, (candidate, reference, v)
 
 
@@ -50,7 +50,7 @@ def test_leading_zero_comma_is_not_a_thousands_group(candidate: str, reference: 
 
 
 def test_leading_zero_comma_against_a_list_is_refused_as_ambiguous() -> None:
-    assert check("0,5", "0, 5").status == "unparseable"
+    assert check(candidate="0,5", reference="0, 5").status == "unparseable"
 
 
 SEVERAL_BOXES = [  # a run of boxes is one list answer; a later box parted by prose is the statement
@@ -117,4 +117,4 @@ def test_intervals_are_exact(candidate: str, reference: str) -> None:
 
 def test_unparseable_math_is_not_accepted_by_its_words() -> None:
     # CHAMP: an unbalanced "((n(n+1)/2)^2" once matched the reference as normalized text
-    assert not check("((n(n+1)/2)^2", "(n(n+1)/2)^2").equivalent
+    assert not check(candidate="((n(n+1)/2)^2", reference="(n(n+1)/2)^2").equivalent

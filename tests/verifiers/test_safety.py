@@ -32,18 +32,18 @@ HOSTILE = [
 @pytest.mark.parametrize("text", HOSTILE)
 def test_hostile_candidates_return_quickly(text: str) -> None:
     t0 = time.perf_counter()
-    v = check(text, "1")
+    v = check(candidate=text, reference="1")
     assert time.perf_counter() - t0 < 3.0
     assert v.status in ("unparseable", "not_equivalent", "timeout"), v
 
 
 def test_tower_is_refused_not_evaluated() -> None:
-    v = check("9^9^9^9", "1")
+    v = check(candidate="9^9^9^9", reference="1")
     assert v.status == "unparseable" and "refused" in v.reason and "exponent" in v.reason
 
 
 def test_long_input_refused_before_worker() -> None:
-    v = check("1" * 100_000, "1")
+    v = check(candidate="1" * 100_000, reference="1")
     assert v.status == "unparseable" and "refused" in v.reason
 
 
@@ -53,32 +53,32 @@ def test_timeout_kills_worker_and_next_check_works() -> None:
     slow = "(x+1)^2000 + 3x^1999 - 7 = 0"
     before = POOL.restarts
     t0 = time.perf_counter()
-    v = check(slow, "(x+2)^2000 + 3x^1999 - 5 = 0", config=cfg)
+    v = check(candidate=slow, reference="(x+2)^2000 + 3x^1999 - 5 = 0", config=cfg)
     elapsed = time.perf_counter() - t0
     assert v.status == "timeout", v
     assert elapsed < 3.0
     assert POOL.restarts == before + 1
-    assert check(r"\dfrac{9}{7}", "9/7").equivalent
+    assert check(candidate=r"\dfrac{9}{7}", reference="9/7").equivalent
 
 
 def test_checks_from_threads() -> None:
     pairs = [(r"\dfrac{9}{7}", "9/7", True), ("1-1/e", "1+1/e", False), ("x = 3", "3", True)] * 4
     with ThreadPoolExecutor(max_workers=4) as ex:
-        results = list(ex.map(lambda p: check(p[0], p[1]).equivalent, pairs))
+        results = list(ex.map(lambda p: check(candidate=p[0], reference=p[1]).equivalent, pairs))
     assert results == [p[2] for p in pairs]
 
 
 def test_check_in_non_main_thread_with_timeout() -> None:
     out: list[verifiers.Verdict] = []
-    t = threading.Thread(target=lambda: out.append(check("9^9^9^9", "1")))
+    t = threading.Thread(target=lambda: out.append(check(candidate="9^9^9^9", reference="1")))
     t.start()
     t.join(10)
     assert out and out[0].status == "unparseable"
 
 
 def test_non_string_and_bad_mode_do_not_raise() -> None:
-    assert check(5, "5").status == "unparseable"  # type: ignore[arg-type]
-    assert check("5", "5", "banana").status == "unparseable"  # type: ignore[arg-type]
+    assert check(candidate=5, reference="5").status == "unparseable"  # type: ignore[arg-type]
+    assert check(candidate="5", reference="5", mode="banana").status == "unparseable"  # type: ignore[arg-type]
 
 
 def test_timeout_is_base_exception() -> None:

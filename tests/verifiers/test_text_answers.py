@@ -30,7 +30,7 @@ YES_NO = [
 
 @pytest.mark.parametrize(("cand", "ref", "equal"), YES_NO)
 def test_yes_no_answers(cand: str, ref: str, equal: bool) -> None:
-    v = check(cand, ref)
+    v = check(candidate=cand, reference=ref)
     assert v.equivalent is equal, v
     if not equal:
         assert v.status == "not_equivalent", v  # prose against prose: text decides
@@ -44,7 +44,7 @@ def test_yes_no_answers(cand: str, ref: str, equal: bool) -> None:
     ("x = 2", "two"),
 ])
 def test_a_reference_the_parser_cannot_read_is_no_verdict(cand: str, ref: str) -> None:
-    v = check(cand, ref)
+    v = check(candidate=cand, reference=ref)
     assert v.status == "unparseable", v
 
 
@@ -54,7 +54,7 @@ def test_a_reference_the_parser_cannot_read_is_no_verdict(cand: str, ref: str) -
     ("thirteen", "twelve"),
 ])
 def test_prose_references_still_contradict_where_text_decides(cand: str, ref: str) -> None:
-    assert check(cand, ref).status == "not_equivalent"
+    assert check(candidate=cand, reference=ref).status == "not_equivalent"
 
 
 @pytest.mark.parametrize("bad", [
@@ -69,6 +69,6 @@ def test_verifier_config_refuses_values_out_of_bounds(bad: dict[str, float]) -> 
 
 def test_the_largest_tolerance_still_tells_far_numbers_apart() -> None:
     cfg = VerifierConfig(tolerance=0.01)
-    assert check("1", "1000000", config=cfg).status == "not_equivalent"
-    assert check("1", "-5", config=cfg).status == "not_equivalent"
-    assert check("100", "100.5", config=cfg).equivalent
+    assert check(candidate="1", reference="1000000", config=cfg).status == "not_equivalent"
+    assert check(candidate="1", reference="-5", config=cfg).status == "not_equivalent"
+    assert check(candidate="100", reference="100.5", config=cfg).equivalent

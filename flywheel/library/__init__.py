@@ -1,8 +1,9 @@
 """The library facade: store + catalog + router for one library root, and what is done to it.
 
-Deposits (`deposit`, `deposit_many`, `deposit_staged` for a checked bundle, `import_bundle`),
-upkeep (`rebuild` for another model, `scan` for store/catalog/index disagreements) and grafts
-(`route`, `load_graft`, `composite`) are methods here; the CLI only parses, calls and prints.
+Deposits (`deposit`, `deposit_many`, `deposit_staged` for a checked bundle: `flywheel.bundle`
+imports through it), upkeep (`rebuild` for another model, `scan` for store/catalog/index
+disagreements) and grafts (`route`, `load_graft`, `composite`) are methods here; the CLI only
+parses, calls and prints.
 
 Deposit order is what makes a crash harmless: verify the answer, prefill, write the artifact
 bytes durably (atomic rename), then commit the catalog row, then index it. A crash before the
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flywheel import config
+from flywheel.domain import ArtifactSha
 from flywheel.errors import (
     ArtifactError,
     ArtifactNotFoundError,
@@ -33,17 +35,19 @@ from flywheel.errors import (
 )
 from flywheel.kv import Graft, capture, graft, parse_artifact
 from flywheel.kv.artifact import artifact_name
+from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
+from flywheel.library.staging import STAGING_PREFIX, stale_staging_dirs
 from flywheel.problemsets import Problem
-from flywheel.prompts import TEMPLATE_VERSION, graft_prefix, template_break
+from flywheel.prompts import TEMPLATE_VERSION, graft_prefix
 from flywheel.store import ArtifactStore as ArtifactStoreBase
-from flywheel.tables import MAX_CELL_CHARS, BadRow
+from flywheel.tables import BadRow
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
-    from flywheel.bundle import ImportReport
-    from flywheel.catalog import ArtifactRow, ArtifactSpec, Catalog, ProblemSpec, SolutionSpec
+    from flywheel.catalog import ArtifactRow, Catalog
+    from flywheel.domain import RouteDecision
     from flywheel.engine import Engine
-    from flywheel.router import RouteDecision, Router, RouterConfig
+    from flywheel.router import Router, RouterConfig
     from flywheel.store import ArtifactStore
     from verifiers import VerifierConfig
 
@@ -119,17 +123,6 @@ class ScanReport:
 
 
 @dataclass(frozen=True)
-class StagedDeposit:
-    """A fully checked deposit whose artifact bytes wait in a staging file (a bundle entry)."""
-
-    staged: Path
-    problem: ProblemSpec
-    solution: SolutionSpec
-    artifact: ArtifactSpec
-    routable: bool  # of the committing engine's fingerprint and verified: the index gets it
-
-
-@dataclass(frozen=True)
 class StagedCommit:
     """What `Library.deposit_staged` did: rows newly created, and artifact files already stored."""
 
@@ -137,42 +130,8 @@ class StagedCommit:
     already_stored: int
 
 
-#: Longest problem, solution, answer or reference text a deposit (or an import) accepts.
-MAX_TEXT_CHARS = MAX_CELL_CHARS
 #: Where composite near-graft artifacts live, under the library root (not catalogued deposits).
 COMPOSITES_DIR = "composites"
-#: Longest problem id: the catalog column's width.
-MAX_ID_CHARS = 255
-
-
-def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
-    """Raise `DepositRefusedError` when a field is empty where required, too long, or the id is unusable."""
-    fields = {"problem": problem.text, "solution": solution, "answer": answer, "reference": problem.reference or ""}
-    for name, value in fields.items():
-        if not isinstance(value, str):
-            raise DepositRefusedError(f"{name} is not text")
-        if len(value) > MAX_TEXT_CHARS:
-            raise DepositRefusedError(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})",
-                             hint="a deposit is one problem with its worked solution, not a document")
-        if "\x00" in value:   # PostgreSQL stores no NUL in text, and no problem needs one
-            raise DepositRefusedError(f"{name} contains a NUL character")
-    for name in ("problem", "answer"):
-        if not fields[name].strip():
-            raise DepositRefusedError(f"{name} is empty")
-    broken = template_break(problem.text, solution, answer, problem.reference or "")
-    if broken:
-        raise DepositRefusedError(f"{broken}, which would break the graft template",
-                                  hint="give the answer alone on one line; the template adds its own markers")
-    if "\x00" in problem.id:
-        raise DepositRefusedError("problem id contains a NUL character")
-    if len(problem.id) > MAX_ID_CHARS:
-        raise DepositRefusedError(f"problem id {printable(problem.id, 40)!r} is {len(problem.id)} characters "
-                         f"(limit {MAX_ID_CHARS})")
-
-
-def contradicted(status: str) -> bool:
-    """Whether a verdict contradicts the answer (as opposed to being unable to check it)."""
-    return status == "not_equivalent"
 
 
 def open_catalog_read_only(url: str) -> Catalog:
@@ -215,7 +174,7 @@ def _check_library_folder(root: Path) -> None:
         return   # the folder's permissions are reported where it is written
     except RuntimeError as err:   # a symlink loop
         raise LibraryError(f"library path {printable(str(root), 120)} cannot be resolved: {err}") from None
-    if entries and not any(name in LIBRARY_ENTRIES or name.startswith(".import-") for name in entries):
+    if entries and not any(name in LIBRARY_ENTRIES or name.startswith(STAGING_PREFIX) for name in entries):
         raise LibraryError(f"{printable(str(root), 120)} holds other files and no library: a library is not "
                            "made inside it", hint="point --library (FLYWHEEL_LIBRARY) at a new or empty folder, "
                                                   "or at an existing library")
@@ -396,7 +355,8 @@ class Library:
         given = (problem.reference or "").strip()
         stored = (row.reference or "").strip()
         if stored:
-            if given and given != stored and not verifiers.check(given, stored, config=verifier).equivalent:
+            if given and given != stored and not verifiers.check(candidate=given, reference=stored,
+                                                                 config=verifier).equivalent:
                 raise DepositRefusedError(
                     f"problem {label!r} is catalogued with reference {printable(stored, 60)!r}, "
                     f"not {printable(given, 60)!r}",
@@ -404,7 +364,8 @@ class Library:
             return replace(problem, reference=row.reference)
         if given:
             for sol in self.catalog.solutions_of(row.id):
-                if not sol.unverified and contradicted(verifiers.check(sol.answer, given, config=verifier).status):
+                if not sol.unverified and contradicted(
+                        verifiers.check(candidate=sol.answer, reference=given, config=verifier).status):
                     raise DepositRefusedError(
                         f"reference {printable(given, 60)!r} for problem {label!r} contradicts its stored "
                         f"verified answer {printable(sol.answer, 60)!r}",
@@ -481,24 +442,6 @@ class Library:
             self.router.sync(fingerprint)
         return StagedCommit(sum(r.created for r in rows), present)
 
-    def import_bundle(self, engine: Engine, path: Path, *, any_fingerprint: bool = False,
-                      allow_unverified: bool = False) -> ImportReport:
-        """Check the bundle at `path` completely, then import all of it or nothing (`flywheel.bundle`).
-
-        Raises:
-            BundleRefusedError: any bad member or entry; the library is exactly as it was.
-        """
-        from flywheel.bundle import import_bundle
-
-        return import_bundle(self, path, engine, any_fingerprint=any_fingerprint,
-                             allow_unverified=allow_unverified)
-
-    def export_bundle(self, path: Path, *, force: bool = False) -> int:
-        """Write every catalogued artifact to the bundle `path`; returns the count (`flywheel.bundle`)."""
-        from flywheel.bundle import export_bundle
-
-        return export_bundle(self, path, force=force)
-
     # --- upkeep ----------------------------------------------------------------------------------
 
     def rebuild(self, engine: Engine, *, progress: Progress | None = None) -> int:
@@ -533,8 +476,6 @@ class Library:
         index entries the catalog lacks or catalogued artifacts the index lacks (an interrupted
         deposit: the next deposit or run repairs the index). A read-only library can be scanned.
         """
-        from flywheel.bundle import stale_staging_dirs
-
         damage = self.catalog.damage()
         if damage:   # nothing read from a damaged file can be trusted (or read at all): say so, and stop
             more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
@@ -584,7 +525,8 @@ class Library:
                 sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
                 verdicts[a.solution_id] = bool(
                     sol is not None and prob is not None and not sol.unverified and (prob.reference or "").strip()
-                    and contradicted(verifiers.check(sol.answer, prob.reference or "").status))
+                    and contradicted(verifiers.check(candidate=sol.answer,
+                                                     reference=prob.reference or "").status))
                 if verdicts[a.solution_id]:
                     assert sol is not None and prob is not None
                     found.append(Finding(a.sha256, a.problem_id,
@@ -630,7 +572,7 @@ class Library:
             self._composites = LocalStore(self.root / COMPOSITES_DIR / "artifacts", name_of=artifact_name)
         return self._composites
 
-    def composite(self, engine: Engine, members: Sequence[str]) -> str:
+    def composite(self, engine: Engine, members: Sequence[ArtifactSha]) -> ArtifactSha:
         """The artifact of `members`' worked solutions prefilled together; computed once, then reused.
 
         Members are ordered by artifact id (a fixed order: the same set gives the same bytes
@@ -652,7 +594,7 @@ class Library:
         if key_file.is_file():
             sha = key_file.read_text().strip()
             if self.composites.contains(sha):
-                return sha
+                return ArtifactSha(sha)
         examples = []
         for member in ordered:
             art = self.catalog.get_artifact(member)
@@ -668,4 +610,4 @@ class Library:
         sha = self.composites.put(artifact.to_bytes())
         key_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(key_file, sha.encode())
-        return sha
+        return ArtifactSha(sha)

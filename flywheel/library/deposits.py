@@ -1,0 +1,65 @@
+"""What a deposit must be before anything is written: the text rules, what counts as a contradicted
+answer, and a checked deposit waiting in a staging file (a bundle entry). Shared by
+`Library.deposit` and the bundle import, so both refuse the same things."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flywheel.errors import DepositRefusedError
+from flywheel.prompts import template_break
+from flywheel.tables import MAX_CELL_CHARS
+from flywheel.terminal import printable
+
+if TYPE_CHECKING:
+    from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
+    from flywheel.problemsets import Problem
+
+#: Longest problem, solution, answer or reference text a deposit (or an import) accepts.
+MAX_TEXT_CHARS = MAX_CELL_CHARS
+#: Longest problem id: the catalog column's width.
+MAX_ID_CHARS = 255
+
+
+def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
+    """Raise `DepositRefusedError` when a field is empty where required, too long, or the id is unusable."""
+    fields = {"problem": problem.text, "solution": solution, "answer": answer, "reference": problem.reference or ""}
+    for name, value in fields.items():
+        if not isinstance(value, str):
+            raise DepositRefusedError(f"{name} is not text")
+        if len(value) > MAX_TEXT_CHARS:
+            raise DepositRefusedError(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})",
+                             hint="a deposit is one problem with its worked solution, not a document")
+        if "\x00" in value:   # PostgreSQL stores no NUL in text, and no problem needs one
+            raise DepositRefusedError(f"{name} contains a NUL character")
+    for name in ("problem", "answer"):
+        if not fields[name].strip():
+            raise DepositRefusedError(f"{name} is empty")
+    broken = template_break(problem.text, solution, answer, problem.reference or "")
+    if broken:
+        raise DepositRefusedError(f"{broken}, which would break the graft template",
+                                  hint="give the answer alone on one line; the template adds its own markers")
+    if "\x00" in problem.id:
+        raise DepositRefusedError("problem id contains a NUL character")
+    if len(problem.id) > MAX_ID_CHARS:
+        raise DepositRefusedError(f"problem id {printable(problem.id, 40)!r} is {len(problem.id)} characters "
+                         f"(limit {MAX_ID_CHARS})")
+
+
+def contradicted(status: str) -> bool:
+    """Whether a verdict contradicts the answer (as opposed to being unable to check it)."""
+    return status == "not_equivalent"
+
+
+
+@dataclass(frozen=True)
+class StagedDeposit:
+    """A fully checked deposit whose artifact bytes wait in a staging file (a bundle entry)."""
+
+    staged: Path
+    problem: ProblemSpec
+    solution: SolutionSpec
+    artifact: ArtifactSpec
+    routable: bool  # of the committing engine's fingerprint and verified: the index gets it
