@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import uuid
 from pathlib import Path
 
@@ -48,11 +49,18 @@ def folder_id(root: Path) -> str | None:
     """
     path = root / ID_FILE
     try:
-        raw = path.read_bytes()[:256]
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # a FIFO put there must not block the open
     except FileNotFoundError:
         return None
     except OSError as err:
         raise LibraryError(f"cannot read {printable(str(path), 160)}: {err.strerror or err}") from None
+    try:
+        # a regular file only, and its first bytes only: /dev/zero linked there must not hang
+        raw = os.read(fd, 256) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError as err:
+        raise LibraryError(f"cannot read {printable(str(path), 160)}: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
     text = raw.decode("ascii", "replace").strip()
     if not _ID.fullmatch(text):
         raise LibraryError(f"{printable(str(path), 160)} does not hold a library id",

@@ -91,3 +91,24 @@ def test_read_only_opening_writes_no_claim(tmp_path: Path) -> None:
     with Library.open(root) as lib, lib.catalog.db.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM library")).scalar() == 1
     assert config.database_url(root).endswith("catalog.db")
+
+
+@pytest.mark.parametrize("kind", ["empty", "garbage", "folder", "device", "fifo"])
+def test_a_damaged_id_file_is_one_error_never_a_hang(tmp_path: Path, kind: str) -> None:
+    import os
+
+    root = tmp_path / "a"
+    _owner(root)
+    path = root / ID_FILE
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text("" if kind == "empty" else "0123456789abcdef0123456789abcdef and more\n")
+    for read_only in (True, False):
+        with pytest.raises(LibraryError, match="library id|cannot read"):
+            Library.open(root, read_only=read_only)
