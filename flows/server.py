@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -105,8 +106,10 @@ def _send(line: str, *, start: bool) -> None:
             if not start:
                 return
             # -I: isolated, so the script's folder (flows/) is not on sys.path and no PYTHON* variable applies.
+            # its own session: a signal to this process group (`timeout`, a job-control kill) must not end it
             _watchdog = subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__)], stdin=subprocess.PIPE,
-                                         stdout=subprocess.DEVNULL, text=True, close_fds=True)
+                                         stdout=subprocess.DEVNULL, text=True, close_fds=True,
+                                         start_new_session=True)
         assert _watchdog.stdin is not None
         try:
             _watchdog.stdin.write(line + "\n")
@@ -134,10 +137,35 @@ def watchdog_pid() -> int | None:
     return None if _watchdog is None else _watchdog.pid
 
 
+class _OwnSessionPopen(subprocess.Popen):  # type: ignore[type-arg]
+    """`subprocess.Popen` whose child starts in a session (and process group) of its own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("start_new_session", True)
+        super().__init__(*args, **kwargs)
+
+
+def _own_session_subprocess() -> types.ModuleType:
+    """A `subprocess` module for Prefect's server module: the same, but `Popen` starts a new session."""
+    shim = types.ModuleType("subprocess")
+    shim.__dict__.update(subprocess.__dict__)
+    shim.Popen = _OwnSessionPopen  # type: ignore[attr-defined]
+    return shim
+
+
 def arm(server_class: Any) -> None:
-    """Wrap `SubprocessASGIServer` so each server process it spawns is watched, and forgotten when stopped."""
+    """Wrap `SubprocessASGIServer` so each server process it spawns is watched, and forgotten when stopped.
+
+    Each server also starts in its own session: a signal sent to this process's whole group
+    (`timeout`, `kill -TERM -PGID`, a shell's job control, Ctrl-C) reaches this process only, which
+    then ends its flow run while the server still answers, and stops the server itself on exit. In
+    the same group, the server died first and the flow retried it for about 70 s with tracebacks.
+    """
     if getattr(server_class, "_flywheel_watched", False):
         return
+    module = sys.modules.get(server_class.__module__)
+    if module is not None and getattr(module, "subprocess", None) is subprocess:
+        module.subprocess = _own_session_subprocess()  # type: ignore[attr-defined]
     spawn, stop = getattr(server_class, "_run_uvicorn_command", None), server_class.stop
     if spawn is None:
         warnings.warn(f"{SERVER_MODULE}.SubprocessASGIServer has no _run_uvicorn_command (Prefect changed): a "

@@ -80,5 +80,11 @@ class CatalogVersionError(LibraryError):
     """The catalog's schema is one this build does not know (written by a newer version)."""
 
 
+class CatalogOwnerError(LibraryError):
+    """The catalog belongs to another library (`--db` names another library's catalog)."""
+
+    exit_code = 2
+
+
 class BundleRefusedError(InputError):
     """A bundle was refused as a whole (a bad member or entry anywhere); nothing was imported."""

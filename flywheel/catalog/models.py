@@ -181,3 +181,19 @@ class GraftRow(Base):
     reason: Mapped[str | None] = mapped_column(Text)  # e.g. the ArtifactIntegrityError message
     restored_tokens: Mapped[int | None]
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class LibraryRow(Base):
+    """Which library this catalog belongs to (0009): one row, written when a library first opens it.
+
+    `library_id` is the id in that library folder's `library.id` file, which moves with the folder;
+    `root` is where the library was last opened from, kept for messages only (a library may move).
+    """
+
+    __tablename__ = "library"
+    __table_args__ = (CheckConstraint("id = 1", name="one_row"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)   # always 1: a catalog belongs to one library
+    library_id: Mapped[str] = mapped_column(String(64))
+    root: Mapped[str] = mapped_column(Text)
+    claimed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -160,7 +160,7 @@ def open_catalog_read_only(url: str) -> Catalog:
 
 
 #: What a library folder holds; a folder holding other things and none of these is not a library.
-LIBRARY_ENTRIES = ("catalog.db", "artifacts", "index", COMPOSITES_DIR)
+LIBRARY_ENTRIES = ("catalog.db", "library.id", "artifacts", "index", COMPOSITES_DIR)
 
 
 def _check_library_folder(root: Path) -> None:
@@ -178,6 +178,18 @@ def _check_library_folder(root: Path) -> None:
         raise LibraryError(f"{printable(str(root), 120)} holds other files and no library: a library is not "
                            "made inside it", hint="point --library (FLYWHEEL_LIBRARY) at a new or empty folder, "
                                                   "or at an existing library")
+
+
+def _owned(root: Path, catalog: Catalog, url: str, *, read_only: bool) -> Catalog:
+    """`catalog`, once it is known to be this library's (`flywheel.ownership`); closed if it is not."""
+    from flywheel.ownership import bind
+
+    try:
+        bind(root, catalog, url, read_only=read_only)
+    except BaseException:
+        catalog.close()
+        raise
+    return catalog
 
 
 class _EmptyStore(ArtifactStoreBase):
@@ -234,11 +246,15 @@ class Library:
                 raise LibraryError(f"no library at {root}", hint="point --library (FLYWHEEL_LIBRARY) at a library folder")
             store = (open_store(store_url or root, name_of=artifact_name)
                      if store_url or (root / "artifacts").is_dir() else _EmptyStore())
-            return cls(root, store, open_catalog_read_only(url), router_config)
+            return cls(root, store, _owned(root, open_catalog_read_only(url), url, read_only=True), router_config)
         _check_library_folder(root)
-        root.mkdir(parents=True, exist_ok=True)
-        store = open_store(store_url or root, name_of=artifact_name)
-        catalog = open_catalog(url)
+        catalog = _owned(root, open_catalog(url), url, read_only=False)   # refused before any folder is made
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            store = open_store(store_url or root, name_of=artifact_name)
+        except BaseException:
+            catalog.close()
+            raise
         return cls(root, store, catalog, router_config)
 
     @property

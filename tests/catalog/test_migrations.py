@@ -15,7 +15,7 @@ from flywheel import config
 from flywheel.catalog import Base, Catalog, head_revision, open_catalog
 from flywheel.catalog.db import alembic_config, current_revision, migrate
 
-TABLES = {"problems", "solutions", "artifacts", "runs", "attempts", "grafts", "alembic_version"}
+TABLES = {"problems", "solutions", "artifacts", "runs", "attempts", "grafts", "library", "alembic_version"}
 
 
 def test_open_creates_schema_at_head(catalog: Catalog) -> None:
@@ -68,7 +68,7 @@ def test_migrations_are_ordered_and_named() -> None:
 
     script = ScriptDirectory.from_config(alembic_config())
     chain = [rev for rev in script.walk_revisions("base", "heads")][::-1]   # oldest first
-    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]
+    assert [r.revision for r in chain] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]
     for rev in chain:
         assert Path(rev.path).name.startswith(f"{rev.revision}_") and rev.doc   # ordered, named, described
 
@@ -290,4 +290,33 @@ def test_0006_rekeys_problems_so_different_texts_are_different_problems(tmp_path
         conn.commit()
         keys = dict(conn.execute(text("SELECT id, text_hash FROM problems WHERE id IN ('sup', 'cap', 'ws')")).all())
     assert keys == {pid: old_hash(t) for pid, t in texts.items()}
+    db.dispose()
+
+
+def test_0009_leaves_an_older_catalog_unclaimed_until_its_library_opens_it_and_back(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    from flywheel.library import Library
+    from flywheel.ownership import ID_FILE
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    db = create_engine(config.database_url(root))
+    assert migrate(db, "0008") == "0008"
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO problems (id, text, text_hash, source, created_at) VALUES ('p', 'x', 'hx', 's', "
+                          "CURRENT_TIMESTAMP)"))
+    assert migrate(db) == head_revision()
+    with db.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM library")).scalar() == 0   # nobody claimed it yet
+    with Library.open(root) as lib:      # the library that opens an old catalog adopts it
+        assert lib.catalog.get_problem("p") is not None
+    library_id = (root / ID_FILE).read_text().strip()
+    with db.connect() as conn:
+        assert conn.execute(text("SELECT library_id, root FROM library")).all() == [(library_id, str(root.resolve()))]
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0008")
+        conn.commit()
+    assert "library" not in inspect(db).get_table_names()
     db.dispose()

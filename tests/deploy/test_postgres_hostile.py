@@ -63,3 +63,21 @@ def test_a_models_nul_output_is_recorded_on_postgresql(pg_url: str) -> None:
         assert rec.created and rec.attempt.answer == "2\ufffd" and "\x00" not in (rec.attempt.text or "")
     finally:
         cat.close()
+
+
+def test_a_postgresql_catalog_belongs_to_one_library_which_may_move(tmp_path: Path, pg_url: str) -> None:
+    """`--db` URL of another library's catalog is refused; the library that owns it may move (issue 23)."""
+    import shutil
+
+    from flywheel.errors import CatalogOwnerError
+
+    with Library.open(tmp_path / "a", db_url=pg_url) as lib:
+        lib.catalog.upsert_problem(ProblemSpec(text="What is 2+2?", reference="4", source="test"))
+    with pytest.raises(CatalogOwnerError, match="belongs to another library"):
+        Library.open(tmp_path / "b", db_url=pg_url)
+    assert not (tmp_path / "b").exists()
+    shutil.move(tmp_path / "a", tmp_path / "moved")
+    with Library.open(tmp_path / "moved", db_url=pg_url) as lib:
+        assert len(lib.catalog.problems_by_text("What is 2+2?")) == 1
+    with pytest.raises(CatalogOwnerError):
+        Library.open(tmp_path / "b", db_url=pg_url, read_only=False)

@@ -149,6 +149,9 @@ def test_a_killed_process_leaves_no_temporary_server_behind(tmp_path: Path) -> N
             servers = [pid for pid, cmd in children.items() if "prefect.server.api.server:create_app" in cmd]
             watchdogs = [pid for pid, cmd in children.items() if cmd.rstrip().endswith("flows/server.py")]
             assert len(servers) == 1 and len(watchdogs) == 1, children
+            # in sessions of their own: a signal to the run's process group (`timeout`) reaches the run only,
+            # which ends its flow while its server still answers
+            assert os.getsid(servers[0]) != os.getsid(proc.pid) and os.getsid(watchdogs[0]) != os.getsid(proc.pid)
             proc.kill()
             assert proc.wait(10) == -signal.SIGKILL
             assert _wait_gone(servers[0], GONE_TIMEOUT_S), f"the temporary server {servers[0]} outlived its parent"

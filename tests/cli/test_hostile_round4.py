@@ -1,0 +1,99 @@
+"""Hostile input, round three, the rest (issue 23): a group signal ends a run promptly and quietly,
+concurrent and large runs end without Prefect tracebacks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+from tests.cli.conftest import FLYWHEEL
+
+
+def _rows(lib: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(lib / "catalog.db") as db:
+        return db.execute(sql).fetchall()
+
+
+def test_a_signal_to_the_whole_process_group_ends_the_run_promptly_without_tracebacks(
+        tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """`timeout`, systemd and job control signal the whole group: Prefect's temporary server is not in
+    it, so the run ends while its server still answers (it took ~70 s of ConnectError tracebacks)."""
+    lib = tmp_path / "lib"
+    env = {**os.environ, "FLYWHEEL_LIBRARY": str(lib), "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"])}
+    env.pop("FLYWHEEL_DB", None)
+    proc = subprocess.Popen([FLYWHEEL, "run", "--problems", "gen:linear?n=200&seed=1", "--budget", "48",
+                             "--run-id", "grp"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # a group of its own
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if _rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0:
+                    break
+            except sqlite3.OperationalError:   # not created (or migrated) yet
+                pass
+            time.sleep(0.5)
+        assert proc.poll() is None, "the run ended before it could be signalled"
+        os.killpg(proc.pid, signal.SIGTERM)    # what `timeout` does: the group, not the process
+        signalled = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and "interrupted" in err, err
+    assert "Traceback" not in err and "ConnectError" not in err and "watchdog is gone" not in err, err
+    assert took < 15, f"the run took {took:.1f} s to end after the group signal"
+    assert _rows(lib, "SELECT status FROM runs WHERE id = 'grp'") == [("interrupted",)]
+
+
+def test_db_naming_another_librarys_catalog_is_one_line_and_changes_nothing(tiny_dirs: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    from tests.cli.test_hostile_cli import clean_error
+
+    env = {**os.environ, "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"])}
+    env.pop("FLYWHEEL_DB", None)
+
+    def flywheel(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([FLYWHEEL, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    deposit = ("deposit", "--problem", "What is 2+3?", "--solution", "2+3=5", "--answer", "5", "--reference", "5")
+    assert flywheel("--library", str(a), *deposit).returncode == 0
+    a_db = f"sqlite:///{a / 'catalog.db'}"
+    for args in (("library", "ls"), deposit):   # read-only and writing
+        err = clean_error(flywheel("--library", str(b), "--db", a_db, *args), 2)
+        assert "belongs to another library" in err and "--db" in err
+    assert not b.exists()
+    assert _rows(a, "SELECT count(*) FROM solutions") == [(1,)]
+    moved = tmp_path / "moved"
+    a.rename(moved)                                   # a library moved with its catalog keeps working
+    proc = flywheel("--library", str(moved), "library", "verify")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_concurrent_runs_on_one_library_both_finish_with_clean_stderr(tiny_dirs: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    env = {**os.environ, "FLYWHEEL_LIBRARY": str(lib), "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"])}
+    env.pop("FLYWHEEL_DB", None)
+    procs = [subprocess.Popen([FLYWHEEL, "run", "--problems", f"gen:linear?n=2&seed={i}", "--budget", "12",
+                               "--attempts", "2", "--run-id", f"c{i}"], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for i in (1, 2)]
+    try:
+        outs = [p.communicate(timeout=400) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    for p, (_out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        noise = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and line.strip() != "solving"]
+        assert noise == [], err     # no Prefect shutdown traceback, warning or error line
+    assert sorted(_rows(lib, "SELECT id, status FROM runs")) == [("c1", "finished"), ("c2", "finished")]
+    assert _rows(lib, "SELECT count(*) FROM attempts") == [(8,)]
