@@ -155,12 +155,13 @@ def _start_prefect() -> None:
 def _config(ctx: click.Context, **kw: Any) -> Any:
     _quiet_prefect()
     _check_sets(kw.get("problems"))
-    _start_prefect()   # the problems are readable: the pass will run
     from flows.run import RunConfig
 
     s = settings_of(ctx)
-    return RunConfig(model=s.model, library=str(s.library), db_url=s.db_url,
-                     **{k: v for k, v in kw.items() if v is not None})
+    cfg = RunConfig(model=s.model, library=str(s.library), db_url=s.db_url,
+                    **{k: v for k, v in kw.items() if v is not None})
+    _start_prefect()   # the options are valid: the server boots while `_preflight` loads the model
+    return cfg
 
 
 def _summary_lines(summary: dict[str, Any]) -> list[str]:
