@@ -229,7 +229,7 @@ def test_import_bundle_through_the_library_round_trips(tmp_path: Path, tiny_gemm
         sent = sorted(p.read_bytes() for p in (source.root / "artifacts").rglob("*") if p.is_file())
     with Library.open(tmp_path / "target") as target:
         report = import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
-        assert (report.imported, report.unverified, report.present, report.refused) == (2, 1, 0, [])
+        assert (report.imported, report.unverified, report.present, report.skipped) == (2, 1, 0, [])
         assert sorted(p.read_bytes() for p in (target.root / "artifacts").rglob("*") if p.is_file()) == sent
         assert target.route(tiny_gemma, TWO.text).kind == "exact"
         assert target.scan().ok and stale_staging_dirs(target.root) == []
