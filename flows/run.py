@@ -354,7 +354,7 @@ class _Finisher:
             except queue.Empty:
                 return
             with self.clock.phase("deposit"):
-                deposit_own(self.env, job.problem, result, self.deposited_by, self.cfg.verifier)
+                deposit_own(self.env, job.problem, result, self.deposited_by, self.cfg.verifier, verdict)
             ctx = contextvars.copy_context()
             self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, verdict))
 

@@ -168,15 +168,16 @@ def verify(problem: Problem, answer: str | None, config: VerifierConfig | None =
 
 @task(name="deposit", **CATALOG_WRITE)
 def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by: str,
-                verifier: VerifierConfig | None = None) -> str | None:
-    """Deposit the model's own verified solution (re-checked under the run's `verifier` settings) if new."""
+                verifier: VerifierConfig | None = None, verdict: Verdict | None = None) -> str | None:
+    """Deposit the model's own verified solution if new; `verdict` is the pass's own on it (under the
+    run's `verifier` settings), so the answer is not checked twice (`Library.deposit` says when it is)."""
     eng, lib = env.engine(), env.open_library()
     if result.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
     with runtime.model_lock(eng):
         try:
             dep = lib.deposit(eng, problem, solution_of(result) or result.text, result.answer,
-                              deposited_by=deposited_by, verifier=verifier)
+                              deposited_by=deposited_by, verifier=verifier, verdict=verdict)
         except DepositRefusedError:
             return None
     return dep.artifact_sha256

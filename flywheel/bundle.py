@@ -27,7 +27,7 @@ Staging happens in `<library>/.import-<pid>-<random>/`, locked by its importer; 
 by a killed import is removed by the next import (`remove_stale_staging`), never a live one's.
 
 Entries made under another fingerprint are not errors: they are skipped (listed in
-`ImportReport.refused`) unless `any_fingerprint`, and never routed here.
+`ImportReport.skipped`) unless `any_fingerprint`, and never routed here.
 """
 
 from __future__ import annotations
@@ -70,12 +70,15 @@ _CHUNK = 1024 * 1024
 
 @dataclass
 class ImportReport:
-    """What an import did. `refused` lists (sha, reason) of entries skipped for another fingerprint."""
+    """What an import did. `skipped` lists (sha, reason) of entries made under another fingerprint.
+
+    (A refused bundle raises `BundleRefusedError` instead: nothing of it is imported.)
+    """
 
     imported: int = 0
     present: int = 0
     unverified: int = 0
-    refused: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 def kv_bytes_per_token(engine: Engine) -> int:
@@ -370,7 +373,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
             raise bad(f"the artifact holds {header.token_count:,} tokens, more than the {window:,}-token window")
         ours = header.fingerprint_digest == fp.digest
         if not ours and not any_fingerprint:
-            report.refused.append((sha, f"made under fingerprint {header.fingerprint_digest[:12]} "
+            report.skipped.append((sha, f"made under fingerprint {header.fingerprint_digest[:12]} "
                                         f"(model {printable(entry.get('model_name'), 60)}), "
                                         f"this engine is {fp.digest[:12]}"))
             staged.unlink()

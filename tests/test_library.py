@@ -11,9 +11,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import verifiers
 from flywheel.bundle import export_bundle, import_bundle
 from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 from flywheel.engine import Engine
@@ -23,6 +25,7 @@ from flywheel.library.staging import remove_stale_staging, staging_dir, stale_st
 from flywheel.problemsets import Problem
 from flywheel.store import LocalStore
 from flywheel.tables import BadRow
+from verifiers import Verdict
 
 TWO = Problem(id="two", text="What is 1+1?", reference="2")
 SIX = Problem(id="six", text="What is 2*3?", reference="6")
@@ -226,7 +229,7 @@ def test_import_bundle_through_the_library_round_trips(tmp_path: Path, tiny_gemm
         sent = sorted(p.read_bytes() for p in (source.root / "artifacts").rglob("*") if p.is_file())
     with Library.open(tmp_path / "target") as target:
         report = import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
-        assert (report.imported, report.unverified, report.present, report.refused) == (2, 1, 0, [])
+        assert (report.imported, report.unverified, report.present, report.skipped) == (2, 1, 0, [])
         assert sorted(p.read_bytes() for p in (target.root / "artifacts").rglob("*") if p.is_file()) == sent
         assert target.route(tiny_gemma, TWO.text).kind == "exact"
         assert target.scan().ok and stale_staging_dirs(target.root) == []
@@ -292,3 +295,41 @@ def test_deposit_checks_under_the_verifier_settings_it_is_given(lib: Library, ti
     dep = lib.deposit(tiny_gemma, third, "1/3 = 0.333", "0.333", verifier=VerifierConfig(tolerance=1e-2))
     assert dep.created and dep.verdict_status == "equivalent"
     assert [a.sha256 for a in lib.catalog.list_artifacts()] == [dep.artifact_sha256]
+
+
+# --- a carried verdict ---------------------------------------------------------------------------
+
+
+class CountedChecks:
+    """`verifiers.check`, counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.real = verifiers.check
+
+    def __call__(self, **kwargs: Any) -> Verdict:
+        self.calls += 1
+        return self.real(**kwargs)
+
+
+def test_a_carried_verdict_stands_for_the_check(lib: Library, tiny_gemma: Engine,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    own = TWO.check("2")                                     # what a pass computed for its attempt
+    counted = CountedChecks()
+    monkeypatch.setattr(verifiers, "check", counted)
+    dep = lib.deposit(tiny_gemma, TWO, "1+1=2", "2", deposited_by="run:test", verdict=own)
+    assert dep.created and dep.verdict_status == "equivalent"
+    assert counted.calls == 0                                # one verdict per attempt: no second check
+
+
+def test_a_carried_verdict_is_checked_again_against_another_catalogued_reference(
+        lib: Library, tiny_gemma: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    lib.deposit(tiny_gemma, SIX, "2*3=6", "6")               # catalogued with reference "6"
+    bare = Problem(id="six", text=SIX.text)                  # the same problem, without a reference
+    claimed = Verdict("equivalent", "the caller says so")    # reached without the catalogued reference
+    counted = CountedChecks()
+    monkeypatch.setattr(verifiers, "check", counted)
+    with pytest.raises(DepositRefusedError, match="not_equivalent"):
+        lib.deposit(tiny_gemma, bare, "2*3=7", "7", verdict=claimed)
+    assert counted.calls == 1                                # checked against the catalogued "6"
+    assert [s.answer for s in lib.catalog.solutions_of("six")] == ["6"]

@@ -284,10 +284,10 @@ def import_(ctx: click.Context, bundle: Path, any_fingerprint: bool, allow_unver
     with _open(ctx) as lib:
         report = import_bundle(lib, bundle, engine, any_fingerprint=any_fingerprint,
                                allow_unverified=allow_unverified)
-    for sha, reason in report.refused:
+    for sha, reason in report.skipped:
         click.echo(f"skipped {sha[:16]}: {printable(reason)}", err=True)
     click.echo(f"imported {report.imported} ({report.unverified} unverified), already present {report.present}, "
-               f"skipped {len(report.refused)} made under another fingerprint")
+               f"skipped {len(report.skipped)} made under another fingerprint")
 
 
 @library.command("rebuild")

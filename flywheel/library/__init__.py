@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from flywheel.engine import Engine
     from flywheel.router import Router, RouterConfig
     from flywheel.store import ArtifactStore
-    from verifiers import VerifierConfig
+    from verifiers import Verdict, VerifierConfig
 
 
 @dataclass(frozen=True)
@@ -279,11 +279,14 @@ class Library:
 
     def deposit(self, engine: Engine, problem: Problem, solution: str, answer: str, *,
                 deposited_by: str = "curator", unverified: bool = False, index: bool = True,
-                verifier: VerifierConfig | None = None) -> DepositResult:
+                verifier: VerifierConfig | None = None, verdict: Verdict | None = None) -> DepositResult:
         """Verify `answer`, prefill the canonical graft prompt, store the artifact, catalogue and index it.
 
         `verifier` bounds the check (a run passes the settings it verified its own answers under;
-        the verifier's defaults when None).
+        the verifier's defaults when None). `verdict` is the caller's own verdict on this `answer`
+        to this `problem` under `verifier` (a pass carries the one it computed): it stands for the
+        check when the answer is checked against the very reference the verdict was reached on;
+        when the catalogue holds another reference for the problem, the answer is checked again.
 
         A problem whose text is already in the catalog under another id is filed under that id
         (recognised by its normalized-text hash), so the same problem is never stored twice;
@@ -299,8 +302,10 @@ class Library:
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
         check_deposit_text(problem, solution, answer)
+        given = problem.reference
         problem = self.checked_reference(self.filed_as(problem), verifier)
-        verdict = problem.check(answer, config=verifier)
+        if verdict is None or problem.reference != given:
+            verdict = problem.check(answer, config=verifier)
         status, reason = verdict.status, verdict.reason
         if contradicted(status) or (status != "equivalent" and not unverified):
             against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"

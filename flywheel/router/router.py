@@ -28,7 +28,9 @@ class RouterConfig:
     # MiniLM cosine: same-template problems with fresh numbers score ~0.55-0.8 here, unrelated
     # problems < 0.2; 0.5 grafts a related worked example without grafting unrelated ones.
     near_threshold: float = 0.5
-    index_kind: IndexKind = "flat"  # exact search; "hnsw" only pays off past ~1M entries (bench/retrieval.py)
+    # exact search, right for thousands to tens of thousands of artifacts; "hnsw" lost 3.5% recall@1
+    # at 100k (BENCHMARKS.md, Retrieval), so past that an IVF kind (not built yet) is the next step.
+    index_kind: IndexKind = "flat"
     hnsw_m: int = 32
     search_k: int = 8  # neighbours examined, so a candidate the catalog no longer vouches for is skipped
     include_unverified: bool = False  # route to --unverified deposits only when asked
@@ -66,23 +68,23 @@ class Router:
     """Routes problems to verified artifacts of the running engine's fingerprint.
 
     Args:
-        library: the library root; indexes live under `<library>/index/<fingerprint>/`.
+        root: the library root (a folder); indexes live under `<root>/index/<fingerprint>/`.
         catalog: the open catalog (source of truth; the index is rebuilt from it when stale).
         config: thresholds and index kind.
         embedder: texts -> unit float32 (N, 384); the packaged MiniLM by default.
 
     Example:
-        >>> router = Router(library, catalog)
-        >>> d = router.route("What is 17 * 3?", engine.fingerprint_digest)
+        >>> router = Router(Path("library"), catalog)
+        >>> d = router.route("What is 17 * 3?", engine.fingerprint.digest)
         >>> d.kind, d.artifact_sha, round(d.score, 2)
         ('near', '3f9a...', 0.71)
     """
 
-    def __init__(self, library: Path, catalog: Catalog, config: RouterConfig | None = None,
+    def __init__(self, root: Path, catalog: Catalog, config: RouterConfig | None = None,
                  embedder: Embedder | None = None, embed_model: str | None = None) -> None:
         from flywheel.embed import EMBED_DIM, EMBED_MODEL_ID
 
-        self.root = Path(library) / INDEX_DIR
+        self.root = Path(root) / INDEX_DIR   # under the library root
         self.catalog = catalog
         self.config = config or RouterConfig()
         self.embedder = embedder or _default_embedder

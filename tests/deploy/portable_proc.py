@@ -63,7 +63,7 @@ def import_(model: str, out: Path) -> dict[str, object]:
         return {"sha256": raw_sha, "store_path": str(stored), "fingerprint": engine.fingerprint.digest,
                 "file_sha256": hashlib.sha256(stored.read_bytes()).hexdigest(),
                 "catalogued": row.sha256 == raw_sha, "imported": report.imported, "present": report.present,
-                "refused": report.refused, "grafted_logits": continuation_logits_sha(engine, grafted.cache)}
+                "skipped": report.skipped, "grafted_logits": continuation_logits_sha(engine, grafted.cache)}
 
 
 def refuse(model: str, out: Path) -> dict[str, object]:
@@ -79,7 +79,7 @@ def refuse(model: str, out: Path) -> dict[str, object]:
         result.update(refused=True, error=type(err).__name__, message=str(err))
     with Library.open() as lib:
         report = import_bundle(lib, out / "bundle.tar", engine)
-        result.update(bundle_imported=report.imported, bundle_refused=report.refused,
+        result.update(bundle_imported=report.imported, bundle_skipped=report.skipped,
                       catalogued=len(lib.catalog.list_artifacts()))
     return result
 

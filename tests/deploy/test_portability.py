@@ -44,11 +44,11 @@ def test_artifact_moves_byte_identical_and_grafts_identically(tmp_path: Path, ti
     assert Path(b["store_path"]).resolve() != Path(a["store_path"]).resolve()
     assert b["sha256"] == a["sha256"] and b["file_sha256"] == a["file_sha256"]
     assert b["fingerprint"] == a["fingerprint"]
-    assert b["catalogued"] and b["refused"] == [] and b["imported"] == 1 and b["present"] == 1
+    assert b["catalogued"] and b["skipped"] == [] and b["imported"] == 1 and b["present"] == 1
     assert b["grafted_logits"] == a["grafted_logits"] == a["fresh_logits"]
     # machine C: another fingerprint (eager attention) refuses, naming what differs
     assert c["fingerprint"] != a["fingerprint"]
     assert c["refused"] is True and c["error"] == "FingerprintMismatchError"
     assert "attn_implementation" in c["message"] and "eager" in c["message"]
     assert c["bundle_imported"] == 0 and c["catalogued"] == 0
-    assert [sha for sha, _reason in c["bundle_refused"]] == [a["sha256"]]
+    assert [sha for sha, _reason in c["bundle_skipped"]] == [a["sha256"]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ from flywheel.library import Library
 from flywheel.problemsets import Problem, load_problem_set
 from flywheel.prompts import attempt_suffix, plain_prompt
 from flywheel.router import RouterConfig
-from verifiers import VerifierConfig
+from verifiers import Verdict, VerifierConfig
 
 PROBLEMS = [
     {"id": "lin-a", "problem": "Solve for x: 3x + 8 = 35.", "reference": "9",
@@ -248,6 +249,23 @@ def test_the_runs_verifier_settings_decide_its_verdicts(scripted: str, lib_dir: 
                                  verifier=VerifierConfig(tolerance=1e-3)))
     assert exact["results"][0]["answer"] == tolerant["results"][0]["answer"] == "9"   # the script's answer
     assert not exact["results"][0]["verified"] and tolerant["results"][0]["verified"]
+
+
+def test_a_pass_checks_each_answer_once_and_deposits_on_that_verdict(scripted: str, lib_dir: Path, set_file: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import verifiers
+
+    real, checked = verifiers.check, []
+
+    def counted(**kwargs: Any) -> Verdict:
+        checked.append(kwargs["candidate"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(verifiers, "check", counted)
+    out = flywheel_run(_cfg(scripted, lib_dir, set_file, budget=24))
+    assert sorted(r["problem_id"] for r in out["results"] if r["verified"]) == ["lin-a"]
+    assert [a.problem_id for a in open_lib(lib_dir).catalog.list_artifacts()] == ["lin-a"]   # deposited
+    assert checked == ["9", "9"]              # one verdict per attempt; the deposit used lin-a's own
 
 
 def test_a_run_deposits_what_it_verified_under_its_own_verifier_settings(scripted: str, lib_dir: Path,

@@ -271,7 +271,7 @@ def test_manifest_larger_than_its_artifacts_can_need_is_refused(bundle: Path, ta
 def test_clean_bundle_imports_whole_and_routes_its_verified_entries(bundle: Path, target: Library,
                                                                      tiny_gemma: Engine) -> None:
     report = import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
-    assert (report.imported, report.present, report.refused) == (3, 0, [])
+    assert (report.imported, report.present, report.skipped) == (3, 0, [])
     fp = tiny_gemma.fingerprint.digest
     assert target.router.check(fp).ok and target.router.size(fp) == 2
     assert target.router.route(LINEAR.text, fp).kind == "exact"
