@@ -43,10 +43,18 @@ from typing import Any  # noqa: E402
 
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
 from flows.demo import write_set  # noqa: E402
-from flows.tasks import Env, finish_run, open_run, record, route_problem, verify  # noqa: E402
+from flows.tasks import (  # noqa: E402
+    Env,
+    attempt_record,
+    finish_run,
+    graft_records,
+    open_run,
+    record,
+    route_problem,
+    verify,
+)
 from flywheel import config  # noqa: E402
 from flywheel.attempt import run_attempt  # noqa: E402
-from flywheel.catalog import AttemptRecord, GraftRecord  # noqa: E402
 from flywheel.decode import DecodeSchedule  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, load_problem_set  # noqa: E402
 
@@ -85,10 +93,10 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
         t1 = clock()
         result = run_attempt(engine, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha, budget=budget)
         t2 = clock()
-        verdict = verify.fn(problem, result.answer)
+        verdict = verify(problem, result.answer)
         t3 = clock()
-        record.fn(env, AttemptRecord.from_result(result, verdict, run_id=run_id, problem_id=problem.id, attempt_index=0,
-                                                 route=decision), GraftRecord.tried_in(result))
+        record.fn(env, attempt_record(result, verdict, run_id=run_id, problem_id=problem.id, attempt_index=0,
+                                      route=decision), graft_records(result))
         t4 = clock()
         if decision.artifact_sha:  # the graft load alone (store read, hash checks, graft), inside the model time
             lib.load_graft(engine, decision.artifact_sha)

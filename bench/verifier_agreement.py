@@ -50,9 +50,9 @@ def self_verification(ds: object, cfg: VerifierConfig) -> dict[str, int]:
     counts = collections.Counter()
     for p in ds.problems.values():  # type: ignore[attr-defined]
         counts["problems"] += 1
-        counts["self_" + check(p.answer, p.answer, config=cfg).status] += 1
-        counts["self_text_" + check(p.answer, p.answer, "text", config=cfg).status] += 1
-        counts["last_step_" + check(p.solution.steps[-1].text, p.answer, config=cfg).status] += 1
+        counts["self_" + check(candidate=p.answer, reference=p.answer, config=cfg).status] += 1
+        counts["self_text_" + check(candidate=p.answer, reference=p.answer, mode="text", config=cfg).status] += 1
+        counts["last_step_" + check(candidate=p.solution.steps[-1].text, reference=p.answer, config=cfg).status] += 1
     return dict(sorted(counts.items()))
 
 
@@ -73,7 +73,7 @@ def ours_external(case: dict[str, object], cfg: VerifierConfig) -> str:
     opts = case.get("mv_options") or {}
     precision = opts.get("precision") if isinstance(opts, dict) else None
     run_cfg = replace(cfg, tolerance=10.0 ** -int(precision)) if precision is not None else cfg
-    return check(str(case["pred"]), str(case["gold"]), config=run_cfg).status
+    return check(candidate=str(case["pred"]), reference=str(case["gold"]), config=run_cfg).status
 
 
 def math_verify_external(case: dict[str, object]) -> str:
@@ -141,7 +141,7 @@ def classes_table(cfg: VerifierConfig) -> None:
     false accepts, false rejects, unparseable; checks/s."""
     cases = json.loads(CLASSES.read_text())["cases"]
     t0 = time.perf_counter()
-    ours = [check(c["candidate"], c["reference"], config=cfg).status for c in cases]
+    ours = [check(candidate=c["candidate"], reference=c["reference"], config=cfg).status for c in cases]
     ours_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     theirs = [math_verify_external({"pred": f"${c['candidate']}$", "gold": f"${c['reference']}$"}) for c in cases]
@@ -185,7 +185,7 @@ def main() -> None:
     ap.add_argument("--only", choices=("all", "external", "classes", "champ"), default="all")
     args = ap.parse_args()
     cfg = VerifierConfig()
-    check("1", "1", config=cfg)  # start the worker outside the timed region
+    check(candidate="1", reference="1", config=cfg)  # start the worker outside the timed region
     if args.only in ("all", "external"):
         external_table(cfg)
         print()
@@ -206,7 +206,7 @@ def main() -> None:
     settings = None if args.settings == "all" else args.settings.split(",")
     rows = final_answers(ds, settings)
     t0 = time.perf_counter()
-    ours = [check(text, ref, config=cfg) for _, _, text, ref in rows]
+    ours = [check(candidate=text, reference=ref, config=cfg) for _, _, text, ref in rows]
     ours_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     mv = [math_verify_judge(text, ref) for _, _, text, ref in rows]
