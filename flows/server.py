@@ -137,12 +137,39 @@ def watchdog_pid() -> int | None:
     return None if _watchdog is None else _watchdog.pid
 
 
+#: The temporary server's own output (uvicorn, its services), under PREFECT_HOME: never the user's terminal.
+SERVER_LOG = "temporary-server.log"
+
+
+def server_log_path() -> str:
+    """Where temporary servers write their output: `SERVER_LOG` in Prefect's home folder."""
+    from prefect.settings import get_current_settings
+
+    return os.path.join(str(get_current_settings().home), SERVER_LOG)
+
+
 class _OwnSessionPopen(subprocess.Popen):  # type: ignore[type-arg]
-    """`subprocess.Popen` whose child starts in a session (and process group) of its own."""
+    """`subprocess.Popen` for the temporary server: a session (and process group) of its own, and
+    its output appended to `server_log_path()`, not this process's stderr: when it is stopped with
+    events still queued, its services log CancelledError tracebacks that are no user's concern
+    (they appeared after concurrent, 1000-attempt or interrupted runs). Inherited if no log opens."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("start_new_session", True)
-        super().__init__(*args, **kwargs)
+        log = None
+        if "stdout" not in kwargs and "stderr" not in kwargs:
+            try:
+                path = server_log_path()
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                log = open(path, "ab")  # noqa: SIM115  # the child keeps its own copy; ours closes below
+                kwargs.update(stdout=log, stderr=subprocess.STDOUT)
+            except Exception:  # noqa: BLE001  # an unwritable home: the server's output stays inherited
+                log = None
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            if log is not None:
+                log.close()
 
 
 def _own_session_subprocess() -> types.ModuleType:
