@@ -65,16 +65,22 @@ def _secrets_of(ctx: click.Context) -> list[str]:
 
 
 def _terminate(signum: int, _frame: Any) -> None:
-    """SIGTERM unwinds like Ctrl-C, so `finally` blocks and context managers clean up."""
+    """SIGTERM and SIGHUP unwind like Ctrl-C, so `finally` blocks and context managers clean up
+    (a run is marked interrupted, not left `running` until the next run finds its owner gone)."""
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+#: Signals that end a command the way Ctrl-C does (a closed terminal sends SIGHUP).
+_UNWINDING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
 
 
 class FlywheelGroup(click.Group):
     """A click group that turns `FlywheelError` into `Error: ...` and its exit code."""
 
     def invoke(self, ctx: click.Context) -> object:
-        if ctx.parent is None and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _terminate)
+        for sig in _UNWINDING if ctx.parent is None else ():
+            if signal.getsignal(sig) is signal.SIG_DFL:   # not when the caller chose (e.g. nohup ignores SIGHUP)
+                signal.signal(sig, _terminate)
         try:
             return super().invoke(ctx)
         except FlywheelError as err:

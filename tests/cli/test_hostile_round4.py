@@ -20,7 +20,7 @@ def _rows(lib: Path, sql: str) -> list[tuple[object, ...]]:
         return db.execute(sql).fetchall()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["term", "int"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["term", "int", "hup"])
 def test_a_signal_to_the_whole_process_group_ends_the_run_promptly_without_tracebacks(
         tiny_dirs: dict[str, Path], tmp_path: Path, sig: signal.Signals) -> None:
     """`timeout`, systemd and job control (Ctrl-C) signal the whole group: Prefect's temporary server
