@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from flywheel import library as library_module
+from flywheel.attempt import run_attempt
 from flywheel.engine import Engine
 from flywheel.errors import TemplateMismatchError
 from flywheel.kv import parse_artifact
@@ -72,3 +73,16 @@ def test_a_recurrence_is_asked_where_the_graft_states_its_answer() -> None:
     assert graft.count(cue + " 6\n") == RECAPS >= 1           # the same question, answered at once, in the graft
     assert graft.endswith(cue + " 6\n\nProblem:")             # ... just before the open slot the recurrence fills
     assert attempt_suffix("What is 2*3?", "solve").endswith("\nSolution:")
+
+
+def test_a_recurrence_runs_the_model_on_its_graft_and_a_wrong_copy_is_refused(
+        lib: Library, tiny_gemma: Engine) -> None:
+    """The answer comes from decoding on the restored graft (nothing short-circuits the model), and is verified."""
+    from tests.test_attempt import scripted  # the tiny model, decoding a fixed continuation
+
+    sha = lib.deposit(tiny_gemma, SIX, "2*3=6", "6").artifact_sha256
+    for said, verified in ((" 6\n", True), (" 7\n", False)):
+        r = run_attempt(scripted(tiny_gemma, said), lib, SIX, route="exact", artifact_sha=sha, budget=8)
+        assert r.mode == "answer" and r.grafted_artifact == sha and r.restored_tokens > 0
+        assert r.decode_tokens == len(tiny_gemma.encode(said, bos=False))   # the model produced it
+        assert r.answer == said.strip() and SIX.check(r.answer).equivalent is verified
