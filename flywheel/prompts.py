@@ -53,10 +53,10 @@ def graft_prefix(problem: str, solution: str, answer: str) -> str:
     The recap lines (`Problem: <same text>` then `Answer: <answer>`, `RECAPS` times) show the
     model that a problem it has seen solved is answered at once, with the same answer: a
     recurrence, asked the same way (`attempt_suffix(problem, "answer")`), continues with the
-    answer. Decided on train problems (`bench/recurrences.py --split train`, BENCHMARKS.md):
-    without a recap SmolLM2-135M re-derived the answer (8/30 copied); with one recap, 24/30;
-    with two, 30/30 (Gemma 3 270M: 30/30). A `solve` attempt (a `near` graft) still sees a worked
-    example ending in its final-answer line.
+    answer. Decided on 30 train recurrences (BENCHMARKS.md, "Exact recurrences"): SmolLM2-135M
+    copied 8/30 under v1 (no recap, asked `Final answer:`), 18/30 with the answer stated after
+    the problem, 20/30 with one recap, 30/30 with two (Gemma 3 270M: 30/30). A `solve` attempt
+    (a `near` graft) still sees a worked example ending in its final-answer line.
     """
     p, a = problem.strip(), answer.strip()
     recap = f"Problem: {p}\n{ANSWER_LINE} {a}\n\n" * RECAPS
