@@ -15,7 +15,7 @@ import pytest
 from flywheel import library as library_module
 from flywheel.attempt import run_attempt
 from flywheel.engine import Engine
-from flywheel.errors import TemplateMismatchError
+from flywheel.errors import BundleRefusedError, TemplateMismatchError
 from flywheel.kv import parse_artifact
 from flywheel.library import Library
 from flywheel.problemsets import Problem
@@ -86,3 +86,15 @@ def test_a_recurrence_runs_the_model_on_its_graft_and_a_wrong_copy_is_refused(
         assert r.mode == "answer" and r.grafted_artifact == sha and r.restored_tokens > 0
         assert r.decode_tokens == len(tiny_gemma.encode(said, bos=False))   # the model produced it
         assert r.answer == said.strip() and SIX.check(r.answer).equivalent is verified
+
+
+def test_a_bundle_of_another_template_is_refused_as_old_not_altered(
+        lib: Library, tiny_gemma: Engine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    old_deposit(lib, tiny_gemma, monkeypatch)
+    bundle = tmp_path / "old.tar"
+    assert lib.export_bundle(bundle) == 1
+    with Library.open(tmp_path / "other") as other:
+        with pytest.raises(BundleRefusedError, match="graft template v0") as err:
+            other.import_bundle(tiny_gemma, bundle)
+        assert "flywheel library rebuild" in (err.value.hint or "")
+        assert other.catalog.list_artifacts(include_unverified=True) == []
