@@ -189,19 +189,29 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     spent = 0
     t0 = time.perf_counter()
     meter.start()
-    for p in load_champ():
+    champ = load_champ()
+    chunk = max(1, args.slots // k)   # problems decoded together: the slots filled, in package order
+    for start in range(0, len(champ), chunk):
         if len(selected) >= PAPER_PROBLEMS:
             break
-        job = AttemptJob(p, "none", None, [(i, budget, i) for i in range(k)], temp)
-        results = [r for _, _, r in solve_many(engine, None, [job], slots=min(k, args.slots))]
-        decoded = sum(r.decode_tokens for r in results)
-        solved = any(p.check(r.answer).equivalent for r in results)
-        spent += decoded
-        scanned.append({"problem_id": p.id, "solved": solved, "decode_tokens": decoded,
-                        "logits_sha256": sorted({r.logits_sha256 for r in results if r.logits_sha256})})
-        print(f"  {p.id}: {'solved' if solved else 'not solved'} in {k} x {budget} ({decoded:,} decoded)", flush=True)
-        if not solved:
-            selected.append(p)
+        jobs = [AttemptJob(p, "none", None, [(i, budget, i) for i in range(k)], temp, tag=p.id)
+                for p in champ[start:start + chunk]]
+        got: dict[str, list[Any]] = {j.problem.id: [] for j in jobs}
+        for job, _, r in solve_many(engine, None, jobs, slots=min(args.slots, k * len(jobs))):
+            got[job.problem.id].append(r)
+        for job in jobs:                   # judged in package order, whatever order they ended in
+            p, results = job.problem, got[job.problem.id]
+            if len(selected) >= PAPER_PROBLEMS:
+                break
+            decoded = sum(r.decode_tokens for r in results)
+            solved = any(p.check(r.answer).equivalent for r in results)
+            spent += decoded
+            scanned.append({"problem_id": p.id, "solved": solved, "decode_tokens": decoded,
+                            "logits_sha256": sorted({r.logits_sha256 for r in results if r.logits_sha256})})
+            print(f"  {p.id}: {'solved' if solved else 'not solved'} in {k} x {budget} ({decoded:,} decoded)",
+                  flush=True)
+            if not solved:
+                selected.append(p)
     base = meter.stop()
     base_wall = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="recurring-paper-", dir=args.workdir) as tmp, \
