@@ -17,6 +17,8 @@ server, so neither pass pays its start-up.
 
     python bench/recurring.py                        # 4 problems, the default budget and model
     python bench/recurring.py --problems 8 --budget 160 --json
+    python bench/recurring.py --paper-scale                      # the paper's scale (hours on a CPU)
+    python bench/recurring.py --paper-scale --budget-total 4096 --attempt-budget 256   # reduced, reported so
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ from typing import Any  # noqa: E402
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
 from flows.demo import write_set  # noqa: E402
 from flywheel import config  # noqa: E402
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many  # noqa: E402
 from flywheel.energy import EnergyMeter, Reading  # noqa: E402
-from flywheel.problemsets import load_champ  # noqa: E402
+from flywheel.engine import Engine  # noqa: E402
+from flywheel.library import Library  # noqa: E402
+from flywheel.problemsets import Problem, load_champ, set_hash  # noqa: E402
 
 REFERENCE = {"problems": 8, "budget_tokens": 401_026, "decode_tokens": 61, "token_factor": 6_574,
              "energy_factor": 8_700}
@@ -147,6 +152,115 @@ def print_report(r: dict[str, Any]) -> None:
           f"{d['wall_s']:.1f} s, {d['joules']:.1f} J ({r['energy_source']})")
 
 
+# --- the paper's recurring experiment, at its scale -----------------------------------------------
+
+PAPER_TOTAL = 400_000        # the paper's ungrafted budget (401,026 tokens over 8 problems), at least
+PAPER_PROBLEMS = 8
+ATTEMPT_BUDGET = 1_024       # per sampled attempt: a worked CHAMP solution fits, and so does the window
+RECURRENCE_BUDGET = 64       # decode budget of the grafted answer (as in bench/recurrences.py)
+
+
+def selection_rule(total: int, attempt_budget: int, problems: int = PAPER_PROBLEMS) -> dict[str, Any]:
+    """The selection rule, fixed before any model call (printed and recorded with the result).
+
+    CHAMP problems are taken in the package's order; each gets K = ceil(total / problems /
+    attempt_budget) ungrafted attempts of `attempt_budget` decode tokens (attempt k sampled at the
+    flywheel's temperature with seed k; greedy when K = 1). A problem none of whose K attempts is
+    verified is selected; the scan stops at `problems` selected ones. Their ungrafted budget is
+    problems x K x attempt_budget >= total.
+    """
+    k = max(1, -(-total // (problems * attempt_budget)))
+    return {"order": "CHAMP package order", "problems": problems, "attempts_per_problem": k,
+            "attempt_budget": attempt_budget, "temperature": SAMPLE_TEMPERATURE if k > 1 else 0.0,
+            "seeds": f"0..{k - 1}", "selected_if": "no attempt verified",
+            "budget_tokens_per_problem": k * attempt_budget, "budget_tokens_total": problems * k * attempt_budget}
+
+
+def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
+    """Select the unsolved problems by `selection_rule`, deposit their curated solutions, answer each from its graft."""
+    model = config.model_name(args.model)
+    rule = selection_rule(args.budget_total, args.attempt_budget)
+    print(f"selection rule (fixed before running): {json.dumps(rule)}", flush=True)
+    engine = Engine.load(model)
+    meter = EnergyMeter(device=engine.settings.device)
+    k, budget, temp = rule["attempts_per_problem"], rule["attempt_budget"], rule["temperature"]
+    selected: list[Problem] = []
+    scanned: list[dict[str, Any]] = []
+    spent = 0
+    t0 = time.perf_counter()
+    meter.start()
+    champ = load_champ()
+    chunk = max(1, args.slots // k)   # problems decoded together: the slots filled, in package order
+    for start in range(0, len(champ), chunk):
+        if len(selected) >= PAPER_PROBLEMS:
+            break
+        jobs = [AttemptJob(p, "none", None, [(i, budget, i) for i in range(k)], temp, tag=p.id)
+                for p in champ[start:start + chunk]]
+        got: dict[str, list[Any]] = {j.problem.id: [] for j in jobs}
+        for job, _, r in solve_many(engine, None, jobs, slots=min(args.slots, k * len(jobs))):
+            got[job.problem.id].append(r)
+        for job in jobs:                   # judged in package order, whatever order they ended in
+            p, results = job.problem, got[job.problem.id]
+            if len(selected) >= PAPER_PROBLEMS:
+                break
+            decoded = sum(r.decode_tokens for r in results)
+            solved = any(p.check(r.answer).equivalent for r in results)
+            spent += decoded
+            scanned.append({"problem_id": p.id, "solved": solved, "decode_tokens": decoded,
+                            "logits_sha256": sorted({r.logits_sha256 for r in results if r.logits_sha256})})
+            print(f"  {p.id}: {'solved' if solved else 'not solved'} in {k} x {budget} ({decoded:,} decoded)",
+                  flush=True)
+            if not solved:
+                selected.append(p)
+    base = meter.stop()
+    base_wall = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="recurring-paper-", dir=args.workdir) as tmp, \
+            Library.open(Path(tmp)) as lib:
+        deposits = [lib.deposit(engine, p, p.solution or "", p.reference or "", deposited_by="curator:bench")
+                    for p in selected]
+        jobs = []
+        for p in selected:
+            route = lib.route(engine, p.text)
+            jobs.append(AttemptJob(p, route.kind, route.artifact_sha, [(0, RECURRENCE_BUDGET, None)]))
+        t1 = time.perf_counter()
+        meter.start()
+        grafted = [(j.problem, r) for j, _, r in solve_many(engine, lib, jobs, slots=args.slots)]
+        with_graft = meter.stop()
+        graft_wall = time.perf_counter() - t1
+    rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": r.answer,
+             "verified": p.check(r.answer).equivalent, "decode_tokens": r.decode_tokens,
+             "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,
+             "artifact_sha256": r.grafted_artifact, "logits_sha256": r.logits_sha256} for p, r in grafted]
+    budget_tokens = len(selected) * k * budget
+    graft_decode = sum(r["decode_tokens"] for r in rows)
+    return {"mode": "paper-scale", "model": model, "fingerprint": engine.fingerprint.digest,
+            "device": engine.fingerprint.device_name, "cpu_count": os.cpu_count(), "load_average": os.getloadavg(),
+            "rule": rule, "paper_scale": args.budget_total >= PAPER_TOTAL, "selected": [p.id for p in selected],
+            "selected_set_hash": set_hash(selected), "scanned": scanned,
+            "budget_tokens": budget_tokens, "decoded_without_graft": spent, "graft_decode_tokens": graft_decode,
+            "token_factor": ratio(budget_tokens, graft_decode), "verified_with_graft": sum(r["verified"] for r in rows),
+            "energy_source": base.source, "joules_without": base.joules, "joules_with": with_graft.joules,
+            "wall_without_s": base_wall, "wall_with_s": graft_wall,
+            "deposits": [d.artifact_sha256 for d in deposits], "rows": rows, "reference": REFERENCE}
+
+
+def print_paper(r: dict[str, Any]) -> None:
+    est = " (an estimate: no meter readable)" if r["energy_source"] == "estimate" else ""
+    scale = "the paper's scale" if r["paper_scale"] else f"REDUCED scale (not the paper's {PAPER_TOTAL:,}+ tokens)"
+    print(f"{r['model']}, {r['cpu_count']} cores, load average {r['load_average'][0]:.1f}; {scale}")
+    print(f"selected {len(r['selected'])} unsolved of {len(r['scanned'])} scanned: {', '.join(r['selected'])} "
+          f"(set hash {r['selected_set_hash'][:16]})")
+    for w in r["rows"]:
+        print(f"  {w['problem_id']}: route {w['route']}, {w['decode_tokens']} decode tokens, answer {w['answer']!r}, "
+              f"verified {w['verified']}, artifact {str(w['artifact_sha256'])[:12]}, logits {str(w['logits_sha256'])[:12]}")
+    print(f"budget tokens without graft {r['budget_tokens']:,} (decoded {r['decoded_without_graft']:,}); "
+          f"decode tokens with grafts {r['graft_decode_tokens']:,}; factor {_x(r['token_factor'])} "
+          f"(paper: {REFERENCE['budget_tokens']:,} -> {REFERENCE['decode_tokens']} = {REFERENCE['token_factor']:,}x)")
+    print(f"verified with grafts {r['verified_with_graft']}/{len(r['rows'])}; wall {r['wall_without_s']:.1f} s "
+          f"without, {r['wall_with_s']:.1f} s with; energy {r['joules_without']:.1f} J without, "
+          f"{r['joules_with']:.1f} J with [{r['energy_source']}]{est}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--problems", type=int, default=DEFAULT_PROBLEMS, help="CHAMP problems (from --offset)")
@@ -155,10 +269,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=None, help=f"model (default ${config.ENV_MODEL} or {config.DEFAULT_MODEL})")
     p.add_argument("--workdir", default=None, help="where the temporary library lives (default: system temp)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    p.add_argument("--paper-scale", action="store_true",
+                   help=f"the paper's experiment: the first {PAPER_PROBLEMS} CHAMP problems unsolved within the "
+                        "ungrafted budget (see selection_rule), each answered from its graft")
+    p.add_argument("--budget-total", type=int, default=PAPER_TOTAL,
+                   help=f"--paper-scale: total ungrafted budget over the {PAPER_PROBLEMS} problems "
+                        f"(default {PAPER_TOTAL:,}; less is a reduced run, reported as such)")
+    p.add_argument("--attempt-budget", type=int, default=ATTEMPT_BUDGET, help="--paper-scale: decode budget per attempt")
+    p.add_argument("--slots", type=int, default=8, help="--paper-scale: decode slots")
     args = p.parse_args(argv)
-    result = run(args)
+    result = paper_scale(args) if args.paper_scale else run(args)
     if args.json:
         print(json.dumps(result))
+    elif args.paper_scale:
+        print_paper(result)
     else:
         print_report(result)
     return 0

@@ -295,7 +295,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.catalog.normalize import text_hash
     from flywheel.problemsets import Problem
-    from flywheel.prompts import graft_prefix, template_break
+    from flywheel.prompts import TEMPLATE_VERSION, graft_prefix, template_break
 
     fp = engine.fingerprint
     listed: set[str] = set()
@@ -378,6 +378,10 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
                                         f"this engine is {fp.digest[:12]}"))
             staged.unlink()
             continue
+        if header.meta.get("template") != TEMPLATE_VERSION:   # another template's text: not "altered", just old
+            raise bad(f"it was prefilled through graft template {printable(header.meta.get('template'), 20)}, "
+                      f"this build's is {TEMPLATE_VERSION}",
+                      hint="import it with the build that exported it, run `flywheel library rebuild`, and export again")
         if ours or header.fingerprint.get("tokenizer_sha256") == fp.tokenizer_sha256:
             if header.token_ids != engine.encode(graft_prefix(problem.text, s["text"], s["answer"])):
                 raise bad("its tokens are not the graft text of the problem, solution and answer it is filed under",

@@ -53,6 +53,10 @@ class ArtifactVersionError(ArtifactError):
     """The artifact's format version is one this build does not know."""
 
 
+class TemplateMismatchError(ArtifactError):
+    """The artifact was prefilled through another graft template than this build's (`prompts.TEMPLATE_VERSION`)."""
+
+
 class FingerprintMismatchError(ArtifactError):
     """The artifact was computed under another model, dtype, device or attention implementation."""
 

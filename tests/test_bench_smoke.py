@@ -72,3 +72,16 @@ def test_throughput_bench_compares_paths_on_tiny_model(tmp_path: Path, tiny_dirs
     compared = out["bf16_answers"]
     assert [c["slots"] for c in compared] == [2, 4] and all(c["problems"] == 4 for c in compared)
     assert all(0 <= c["same_answer"] <= 4 and 0 <= c["correct_bfloat16"] <= 4 for c in compared)
+
+
+@pytest.mark.parametrize(("total", "per_attempt"), [(400_000, 1024), (401_026, 1000), (2048, 128), (100, 128)])
+def test_paper_scale_rule_spends_at_least_the_total_it_is_given(total: int, per_attempt: int) -> None:
+    """The selection rule is fixed before any model call and never undercuts the ungrafted budget asked for."""
+    spec = importlib.util.spec_from_file_location("bench_recurring", ROOT / "bench" / "recurring.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rule = mod.selection_rule(total, per_attempt)
+    assert rule["budget_tokens_total"] == 8 * rule["attempts_per_problem"] * per_attempt >= total
+    assert rule["budget_tokens_total"] - total < 8 * per_attempt            # the smallest K that reaches it
+    assert (rule["temperature"] > 0) is (rule["attempts_per_problem"] > 1)  # one attempt is greedy

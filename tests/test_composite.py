@@ -8,13 +8,13 @@ from flywheel.engine import Engine
 from flywheel.kv import parse_artifact
 from flywheel.library import Library
 from flywheel.problemsets import load_problem_set
-from flywheel.prompts import composite_prefix, graft_prefix
+from flywheel.prompts import RECAPS, composite_prefix, graft_prefix
 
 
 def test_composite_of_one_example_is_the_single_graft_text() -> None:
     assert composite_prefix([("P", "S", "A")]) == graft_prefix("P", "S", "A")
     two = composite_prefix([("P1", "S1", "1"), ("P2", "S2", "2")])
-    assert two.count("Problem:") == 3 and two.index("P1") < two.index("P2") and two.endswith("Problem:")
+    assert two.count("Problem:") == 2 * (1 + RECAPS) + 1 and two.index("P1") < two.index("P2") and two.endswith("Problem:")
 
 
 def test_near_route_with_members_grafts_one_composite_built_once(tiny_gemma: Engine, tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def graft_command(ctx: click.Context, artifact: str, prompt: str, max_new: int, 
 
     \b
     Example:
-      flywheel graft library/artifacts/c7/c7bcf81b....kv --prompt ' What is 2+3?\\nFinal answer:'
+      flywheel graft library/artifacts/c7/c7bcf81b....kv --prompt ' What is 2+3?\\nAnswer:'
     """
     from pathlib import Path
 

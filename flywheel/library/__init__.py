@@ -32,6 +32,7 @@ from flywheel.errors import (
     DepositRefusedError,
     FlywheelError,
     LibraryError,
+    TemplateMismatchError,
 )
 from flywheel.kv import Graft, capture, graft, parse_artifact
 from flywheel.kv.artifact import artifact_name
@@ -468,6 +469,9 @@ class Library:
     def rebuild(self, engine: Engine, *, progress: Progress | None = None) -> int:
         """Re-prefill every stored solution for `engine`'s model, then rebuild its index.
 
+        An artifact of this model prefilled through an older graft template (`TEMPLATE_VERSION`)
+        is replaced by its re-prefill; one already current is kept as it is.
+
         Artifacts of other fingerprints stay (they are never grafted by this engine). Returns
         how many solutions were deposited again (0: the library holds none).
         """
@@ -482,8 +486,14 @@ class Library:
                 sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
                 if sol is not None and prob is not None:
                     p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
+                    # One artifact per solution and model: one of an older template makes way for its re-prefill.
+                    stale = a.fingerprint_digest == engine.fingerprint.digest and self._stale_template(a.sha256)
+                    if stale:
+                        self.catalog.remove_artifact(a.sha256)
                     self.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by,
                                  unverified=sol.unverified)
+                    if stale:
+                        self.store.remove(a.sha256)
                     done += 1
             if progress:
                 progress(n, len(rows))
@@ -570,7 +580,19 @@ class Library:
         if data is None:
             raise ArtifactNotFoundError(f"artifact {sha256[:12]} is catalogued but its file is missing",
                                         hint="`flywheel library verify` lists missing files; re-deposit or import them")
-        return graft(engine, parse_artifact(data, expected_sha256=sha256))
+        artifact = parse_artifact(data, expected_sha256=sha256)
+        made_with = artifact.header.meta.get("template")
+        if made_with != TEMPLATE_VERSION:   # its bytes hold another prompt than the attempt continues
+            raise TemplateMismatchError(
+                f"artifact {sha256[:12]} was prefilled through graft template {made_with or 'unknown'}, "
+                f"this build's is {TEMPLATE_VERSION}",
+                hint="re-prefill the library's solutions: flywheel library rebuild")
+        return graft(engine, artifact)
+
+    def _stale_template(self, sha256: str) -> bool:
+        """Whether a stored artifact was prefilled through another graft template than this build's."""
+        data = self.store.get_unchecked(sha256)
+        return data is not None and parse_artifact(data).header.meta.get("template") != TEMPLATE_VERSION
 
     def route(self, engine: Engine, problem_text: str, *, members: int | None = None) -> RouteDecision:
         """Route a problem among artifacts of `engine`'s fingerprint (exact, near or none).
