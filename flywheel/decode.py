@@ -12,8 +12,7 @@ Why this is exact per slot (the schedule the rest of the project relies on):
 * Attention is computed per slot, on that slot's own keys and values: one fused SDPA call per
   slot and layer, its query heads folded onto their key/value head (`_slot_attention`), no
   mask. Nothing is padded to a neighbour's length, so no reduction's length or order depends on
-  the batch; over long contexts the calls are shared between two threads, each call single-
-  threaded and unchanged, so which thread runs it does not matter either.
+  the batch.
 * Each slot owns preallocated key/value buffers. A sliding-window layer attends to the last
   `window` entries, which is what `DynamicSlidingWindowLayer` hands to attention.
 
@@ -37,7 +36,6 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -197,12 +195,14 @@ def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     their key/value head: the `groups` heads that share a key/value head become `groups` query
     rows of that head, (1, kv_heads, groups, head_dim), with no mask. That is the same attention
     as transformers' grouped call (`enable_gqa`), but it runs PyTorch's fused CPU kernel instead
-    of its unfused fallback for grouped heads (~25% less per call over long contexts, measured
-    in bench/long_context.py), so its bits are those of `KERNEL_PATH` slots-v2, not v1's.
+    of its unfused fallback for grouped heads (~25% less per call over 512-1024 keys, measured
+    call by call on this machine), so its bits are those of `KERNEL_PATH` slots-v2, not v1's.
     Anything else (a softcap, dropout, wide heads) goes through the integration itself.
-    Over long contexts the slots are split between this thread and `_attention_pool`
-    (`_split_slots`): each slot's call is the same single-threaded call either way, so where it
-    runs never changes its bits.
+
+    Tried and measured (bench/long_context.py, 2026-12-04): splitting the slots' calls between two
+    Python threads made decoding slower (79 vs 106 tok/s on 672-token contexts) and slowed every
+    later step of the process too: torch ops from a second thread start a second OpenMP team, and
+    its spinning workers take the cores the step's GEMMs need. Keep attention on this thread.
     """
     step: _StepCache = kwargs.pop("slot_step")
     views = step.visible[int(module.layer_idx)]  # type: ignore[arg-type]
@@ -212,67 +212,18 @@ def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     direct = (kwargs.get("softcap") is None and not kwargs.get("dropout") and head_dim <= 256)
     scaling = kwargs.get("scaling")
 
-    def attend(slots: list[int]) -> None:
-        for i in slots:
-            kv = views[i]
-            assert kv is not None
-            if direct:
-                kv_heads = kv[0].shape[1]
-                folded = query[i:i + 1].reshape(1, kv_heads, heads // kv_heads, head_dim)  # head h = kv * groups + g
-                attn = torch.nn.functional.scaled_dot_product_attention(
-                    folded, kv[0], kv[1], attn_mask=None, dropout_p=0.0, scale=scaling, is_causal=False)
-                out[i] = attn.reshape(1, heads, head_dim)
-            else:
-                out[i:i + 1] = sdpa_attention_forward(module, query[i:i + 1], kv[0], kv[1], None, **kwargs)[0]
-
-    here, there = _split_slots(views)
-    if not there:
-        attend(here)
-        return out, None
-
-    def attend_there() -> None:
-        with torch.inference_mode():   # inference mode is per thread; `out` is an inference tensor
-            attend(there)
-
-    pending = _attention_pool().submit(attend_there)
-    try:
-        attend(here)
-    finally:
-        pending.result()
+    for i, kv in enumerate(views):
+        if kv is None:
+            continue
+        if direct:
+            kv_heads = kv[0].shape[1]
+            folded = query[i:i + 1].reshape(1, kv_heads, heads // kv_heads, head_dim)  # head h = kv * groups + g
+            attn = torch.nn.functional.scaled_dot_product_attention(
+                folded, kv[0], kv[1], attn_mask=None, dropout_p=0.0, scale=scaling, is_causal=False)
+            out[i] = attn.reshape(1, heads, head_dim)
+        else:
+            out[i:i + 1] = sdpa_attention_forward(module, query[i:i + 1], kv[0], kv[1], None, **kwargs)[0]
     return out, None
-
-
-#: Keys a layer's slots attend over together before the slots are split between two threads: below
-#: it, handing work to a thread costs more than the calls (~10 us each over short contexts).
-PARALLEL_ATTENTION_KEYS = 2048
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _attention_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slot-attention")
-        return _pool
-
-
-def _split_slots(views: list[tuple[torch.Tensor, torch.Tensor] | None]) -> tuple[list[int], list[int]]:
-    """Occupied slots in two groups of about equal keys (the second for the pool), or all in the first.
-
-    Split only when there is a second core and enough keys to pay for the hand-off.
-    """
-    sizes = [(i, kv[0].shape[-2]) for i, kv in enumerate(views) if kv is not None]
-    total = sum(n for _, n in sizes)
-    if total < PARALLEL_ATTENTION_KEYS or len(sizes) < 2 or torch.get_num_threads() < 2:
-        return [i for i, _ in sizes], []
-    groups: tuple[list[int], list[int]] = ([], [])
-    loads = [0, 0]
-    for i, n in sorted(sizes, key=lambda s: -s[1]):   # longest first, each to the lighter group
-        g = 0 if loads[0] <= loads[1] else 1
-        groups[g].append(i)
-        loads[g] += n
-    return groups
 
 
 AttentionInterface.register(SLOT_ATTENTION, _slot_attention)

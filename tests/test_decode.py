@@ -141,55 +141,8 @@ def test_bad_slot_count_is_refused(tiny_gemma: Engine) -> None:
 
 
 @pytest.mark.real_model
-def test_attention_split_over_two_threads_keeps_every_slots_bits(tiny_gemma: Engine, tiny_llama: Engine,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where a slot's attention call runs (this thread or the pool's) never changes its logits."""
-    from flywheel import decode as dec
-
-    splits: list[int] = []
-    real_split = dec._split_slots
-
-    def spy(views: list) -> tuple[list[int], list[int]]:
-        here, there = real_split(views)
-        splits.append(len(there))
-        return here, there
-
-    monkeypatch.setattr(dec, "_split_slots", spy)
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)   # the split needs a second core
-    for engine in (tiny_gemma, tiny_llama):
-        shas = {}
-        for threshold in (10**9, 0):   # never split, always split
-            monkeypatch.setattr(dec, "PARALLEL_ATTENTION_KEYS", threshold)
-            splits.clear()
-            mix = [request(engine, p, 3 * TINY_SLIDING_WINDOW + i, f"r{i}",
-                           **({"temperature": 0.8, "seed": i} if i % 2 else {})) for i, p in enumerate(PROMPTS)]
-            out = decode(engine, 4, mix)
-            shas[threshold] = {tag: (o.tokens, step_shas(o)) for tag, o in out.items()}
-            assert any(splits) == (threshold == 0)
-        assert shas[0] == shas[10**9]
-
-
-def test_split_slots_balances_keys_and_keeps_short_steps_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    from flywheel import decode as dec
-
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    kv = lambda n: (torch.zeros(1, 1, n, 4), torch.zeros(1, 1, n, 4))  # noqa: E731
-    long = [kv(700), None, kv(650), kv(600), kv(90), kv(80)]
-    here, there = dec._split_slots(long)
-    assert sorted(here + there) == [0, 2, 3, 4, 5] and here and there
-    loads = [sum(long[i][0].shape[-2] for i in g) for g in (here, there)]   # type: ignore[index]
-    assert abs(loads[0] - loads[1]) <= 700
-    assert dec._split_slots([kv(20), kv(30), None]) == ([0, 1], [])           # too few keys to pay
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
-    assert dec._split_slots(long)[1] == []                                      # no second core
-
-
-def test_real_model_slot_is_neighbour_invariant_past_the_window(real_engine: Engine,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from flywheel import decode as dec
+def test_real_model_slot_is_neighbour_invariant_past_the_window(real_engine: Engine) -> None:
     from flywheel.problemsets import champ_corpus
-
-    monkeypatch.setattr(dec, "PARALLEL_ATTENTION_KEYS", 0)   # beside neighbours, its attention may run on the pool
 
     text = "\n".join(t for _, t in zip(range(6), champ_corpus(), strict=False))
     long_ids = real_engine.encode(text)[:600]                # past Gemma 3's 512-token window
