@@ -12,7 +12,7 @@ window/stride long artifacts. Each is stored and catalogued through the library 
 Measured side by side in one run:
 
 - at several library sizes: graft the same `--probe-tokens` artifact from the store
-  (`Library.load_graft`) and record the cache's tensor bytes, the RSS the graft adds (peak and
+  (`Library.load_raw_graft`: hash- and fingerprint-checked; these prefixes are not graft-template text) and record the cache's tensor bytes, the RSS the graft adds (peak and
   held) and the process RSS. Flat resident bytes as the library grows is the claim.
 - `--checks` randomly chosen stored artifacts: a fresh prefill of their token ids in their
   recorded schedule must give the header's logits SHA-256, and the next token's logits after a
@@ -78,7 +78,7 @@ def graft_resident(engine: Engine, lib: Library, sha: str) -> dict[str, Any]:
         hwm = False
     before = status_kb("VmRSS")
     t0 = time.perf_counter()
-    g = lib.load_graft(engine, sha)
+    g = lib.load_raw_graft(engine, sha)
     seconds = time.perf_counter() - t0
     held = status_kb("VmRSS")
     peak = status_kb("VmHWM") if hwm else None
@@ -174,7 +174,7 @@ def check_exact(engine: Engine, lib: Library, sha: str, probe_token: int) -> dic
     header_equal = logits_sha256(fresh_last.reshape(-1)) == header.logits_sha256
     fresh_next = logits_sha256(engine.forward([probe_token], fresh_cache))
     del fresh_cache
-    graft_next = logits_sha256(engine.forward([probe_token], lib.load_graft(engine, sha).cache))
+    graft_next = logits_sha256(engine.forward([probe_token], lib.load_raw_graft(engine, sha).cache))
     return {"artifact": sha, "tokens": header.token_count, "header_logits_equal": header_equal,
             "graft_equals_fresh": graft_next == fresh_next, "logits_sha256": graft_next}
 

@@ -3,7 +3,7 @@
 Per prefix length, side by side (medians of repeats, warm page cache unless marked cold):
 
 - `prefill`: recompute the prefix in the engine's schedule (what a restore saves).
-- `restore`: `Library.load_graft` from the artifact store — read, content-hash check (the store
+- `restore`: `Library.load_raw_graft` from the artifact store — read, content-hash check (the store
   hands over the bytes, the parser checks their content SHA-256 against the requested id once),
   fingerprint check, graft.
   `speedup` = prefill / restore. `restore cold`: the same after evicting the file from the page
@@ -164,8 +164,8 @@ def measure(engine: Engine, lib: Library, tokens: int, repeats: int, prefill_rep
     size, pickled_size = stored.stat().st_size, pickled.stat().st_size
 
     t_prefill = median_time(lambda: engine.prefill(ids), prefill_repeats)
-    t_restore = median_time(lambda: lib.load_graft(engine, sha), repeats)
-    t_cold = median_time(lambda: lib.load_graft(engine, sha), max(3, repeats // 3), before=lambda: evict(stored))
+    t_restore = median_time(lambda: lib.load_raw_graft(engine, sha), repeats)
+    t_cold = median_time(lambda: lib.load_raw_graft(engine, sha), max(3, repeats // 3), before=lambda: evict(stored))
     t_file = median_time(lambda: graft(engine, read_artifact(path)), repeats)
     t_deepcopy = median_time(lambda: copy.deepcopy(cache), repeats)
     t_torch = median_time(lambda: torch_load_cache(pickled), repeats)
@@ -179,12 +179,12 @@ def measure(engine: Engine, lib: Library, tokens: int, repeats: int, prefill_rep
     probe = ids[-1:]
     want = logits_sha256(engine.forward(probe, copy.deepcopy(cache)))
     exact = {
-        "store": logits_sha256(engine.forward(probe, lib.load_graft(engine, sha).cache)) == want,
+        "store": logits_sha256(engine.forward(probe, lib.load_raw_graft(engine, sha).cache)) == want,
         "file": logits_sha256(engine.forward(probe, graft(engine, read_artifact(path)).cache)) == want,
         "torch_load": logits_sha256(engine.forward(probe, torch_load_cache(pickled))) == want,
     }
     rss = {
-        "store": peak_rss_added_mb(lambda: lib.load_graft(engine, sha)),
+        "store": peak_rss_added_mb(lambda: lib.load_raw_graft(engine, sha)),
         "file": peak_rss_added_mb(lambda: graft(engine, read_artifact(path))),
         "deepcopy": peak_rss_added_mb(lambda: copy.deepcopy(cache)),
         "torch_load": peak_rss_added_mb(lambda: torch_load_cache(pickled)),

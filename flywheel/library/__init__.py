@@ -35,7 +35,7 @@ from flywheel.errors import (
     TemplateMismatchError,
 )
 from flywheel.kv import Graft, capture, graft, parse_artifact
-from flywheel.kv.artifact import artifact_name
+from flywheel.kv.artifact import Artifact, artifact_name
 from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
 from flywheel.library.staging import STAGING_PREFIX, stale_staging_dirs
 from flywheel.problemsets import Problem
@@ -571,7 +571,22 @@ class Library:
     # --- graft -----------------------------------------------------------------------------------
 
     def load_graft(self, engine: Engine, sha256: str) -> Graft:
-        """Fetch, hash-check, fingerprint-check and graft an artifact; raises `ArtifactError` if refused."""
+        """Fetch, hash-check, template-check, fingerprint-check and graft an artifact; raises `ArtifactError` if refused."""
+        artifact = self._read_artifact(sha256)
+        made_with = artifact.header.meta.get("template")
+        if made_with != TEMPLATE_VERSION:   # its bytes hold another prompt than the attempt continues
+            raise TemplateMismatchError(
+                f"artifact {sha256[:12]} was prefilled through graft template {made_with or 'unknown'}, "
+                f"this build's is {TEMPLATE_VERSION}",
+                hint="re-prefill the library's solutions: flywheel library rebuild")
+        return graft(engine, artifact)
+
+    def load_raw_graft(self, engine: Engine, sha256: str) -> Graft:
+        """`load_graft` without the template check, for artifacts of arbitrary text (the restore benches'
+        prefixes); still hash- and fingerprint-checked. Attempts use `load_graft`."""
+        return graft(engine, self._read_artifact(sha256))
+
+    def _read_artifact(self, sha256: str) -> Artifact:
         # Hashed once, by parse_artifact against the requested id: corrupt, truncated or
         # substituted bytes raise before any tensor reaches the engine.
         data = self.store.get_unchecked(sha256)
@@ -580,14 +595,7 @@ class Library:
         if data is None:
             raise ArtifactNotFoundError(f"artifact {sha256[:12]} is catalogued but its file is missing",
                                         hint="`flywheel library verify` lists missing files; re-deposit or import them")
-        artifact = parse_artifact(data, expected_sha256=sha256)
-        made_with = artifact.header.meta.get("template")
-        if made_with != TEMPLATE_VERSION:   # its bytes hold another prompt than the attempt continues
-            raise TemplateMismatchError(
-                f"artifact {sha256[:12]} was prefilled through graft template {made_with or 'unknown'}, "
-                f"this build's is {TEMPLATE_VERSION}",
-                hint="re-prefill the library's solutions: flywheel library rebuild")
-        return graft(engine, artifact)
+        return parse_artifact(data, expected_sha256=sha256)
 
     def _stale_template(self, sha256: str) -> bool:
         """Whether a stored artifact was prefilled through another graft template than this build's."""

@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,9 +30,14 @@ def test_a_signal_to_the_whole_process_group_ends_the_run_promptly_without_trace
     lib = tmp_path / "lib"
     env = {**os.environ, "FLYWHEEL_LIBRARY": str(lib), "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"])}
     env.pop("FLYWHEEL_DB", None)
-    proc = subprocess.Popen([FLYWHEEL, "run", "--problems", "gen:linear?n=200&seed=1", "--budget", "48",
-                             "--run-id", "grp"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # a group of its own
+    # As from a terminal: SIGINT and SIGHUP at their default disposition, even when this suite runs
+    # in the background (a shell ignores SIGINT for background jobs, nohup SIGHUP; both are inherited).
+    argv = [FLYWHEEL, "run", "--problems", "gen:linear?n=200&seed=1", "--budget", "48", "--run-id", "grp"]
+    as_from_a_terminal = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                          "signal.signal(signal.SIGHUP, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", as_from_a_terminal, *argv], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # a group of its own
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and proc.poll() is None:
