@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,3 +33,21 @@ def flywheel(tmp_path: Path, tiny_dirs: dict[str, Path]) -> Run:
         return proc
 
     return run
+
+
+def catalog_rows(lib: Path, sql: str) -> list[tuple[object, ...]]:
+    """Rows of `sql` on the SQLite catalog of the library at `lib`."""
+    with sqlite3.connect(lib / "catalog.db") as db:
+        return db.execute(sql).fetchall()
+
+
+def wait_for_a_recorded_attempt(proc: subprocess.Popen[str], lib: Path, timeout: float = 240) -> None:
+    """Poll until the running `flywheel run` has recorded an attempt in `lib` (or ended, or `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if catalog_rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0:
+                return
+        except sqlite3.OperationalError:   # not created (or migrated) yet
+            pass
+        time.sleep(0.5)

@@ -12,7 +12,7 @@ import pytest
 
 from flywheel import config
 from flywheel.catalog import open_catalog
-from tests.cli.conftest import Run
+from tests.cli.conftest import Run, catalog_rows
 from tests.cli.test_hostile_cli import clean_error
 
 
@@ -97,30 +97,22 @@ def test_a_nul_row_in_a_batch_is_refused_alone(flywheel: Run, tmp_path: Path) ->
     assert "NUL" in out["refused"][0]["reason"]
 
 
-def _catalog_rows(lib: Path, sql: str) -> list[tuple[object, ...]]:
-    import sqlite3
-
-    with sqlite3.connect(lib / "catalog.db") as db:
-        return db.execute(sql).fetchall()
-
-
 def test_an_input_error_inside_the_flow_is_one_line_without_a_prefect_traceback(flywheel: Run,
                                                                                 tmp_path: Path) -> None:
     flywheel("run", "--problems", "gen:linear?n=1&seed=1", "--budget", "4", "--run-id", "r1", check=True)
     proc = flywheel("run", "--problems", "gen:linear?n=1&seed=1", "--budget", "5", "--run-id", "r1")
     assert "started with --budget 4, not 5" in clean_error(proc, 2)
     assert "Traceback" not in proc.stderr + proc.stdout and "ERROR" not in proc.stderr
-    assert _catalog_rows(tmp_path / "lib", "SELECT id, status FROM runs") == [("r1", "finished")]
+    assert catalog_rows(tmp_path / "lib", "SELECT id, status FROM runs") == [("r1", "finished")]
 
 
 def test_sigterm_marks_the_run_interrupted_and_keeps_what_was_recorded(tiny_dirs: dict[str, Path],
                                                                       tmp_path: Path) -> None:
     import os
     import signal
-    import sqlite3
     import subprocess
 
-    from tests.cli.conftest import FLYWHEEL
+    from tests.cli.conftest import FLYWHEEL, wait_for_a_recorded_attempt
 
     lib = tmp_path / "lib"
     env = {**os.environ, "FLYWHEEL_LIBRARY": str(lib), "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"])}
@@ -129,14 +121,7 @@ def test_sigterm_marks_the_run_interrupted_and_keeps_what_was_recorded(tiny_dirs
                              "--run-id", "sig"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if _catalog_rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0:
-                    break
-            except sqlite3.OperationalError:   # not created (or migrated) yet
-                pass
-            time.sleep(0.5)
+        wait_for_a_recorded_attempt(proc, lib)
         assert proc.poll() is None, "the run ended before it could be signalled"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
@@ -144,8 +129,8 @@ def test_sigterm_marks_the_run_interrupted_and_keeps_what_was_recorded(tiny_dirs
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130 and "interrupted" in err
-    assert _catalog_rows(lib, "SELECT status FROM runs WHERE id = 'sig'") == [("interrupted",)]
-    assert _catalog_rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0
+    assert catalog_rows(lib, "SELECT status FROM runs WHERE id = 'sig'") == [("interrupted",)]
+    assert catalog_rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0
 
 
 def test_a_damaged_or_newer_catalog_is_named_never_a_traceback(flywheel: Run, tmp_path: Path) -> None:

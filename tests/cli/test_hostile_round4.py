@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -13,12 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import FLYWHEEL
-
-
-def _rows(lib: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(lib / "catalog.db") as db:
-        return db.execute(sql).fetchall()
+from tests.cli.conftest import FLYWHEEL, catalog_rows, wait_for_a_recorded_attempt
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["term", "int", "hup"])
@@ -39,14 +33,7 @@ def test_a_signal_to_the_whole_process_group_ends_the_run_promptly_without_trace
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # a group of its own
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if _rows(lib, "SELECT count(*) FROM attempts")[0][0] > 0:
-                    break
-            except sqlite3.OperationalError:   # not created (or migrated) yet
-                pass
-            time.sleep(0.5)
+        wait_for_a_recorded_attempt(proc, lib)
         assert proc.poll() is None, "the run ended before it could be signalled"
         os.killpg(proc.pid, sig)    # what `timeout` does: the group, not the process
         signalled = time.monotonic()
@@ -58,7 +45,7 @@ def test_a_signal_to_the_whole_process_group_ends_the_run_promptly_without_trace
     assert proc.returncode == 130 and "interrupted" in err, err
     assert not [w for w in ("Traceback", "ConnectError", "CancelledError", "watchdog is gone") if w in err], err
     assert took < 15, f"the run took {took:.1f} s to end after the group signal"
-    assert _rows(lib, "SELECT status FROM runs WHERE id = 'grp'") == [("interrupted",)]
+    assert catalog_rows(lib, "SELECT status FROM runs WHERE id = 'grp'") == [("interrupted",)]
 
 
 def test_db_naming_another_librarys_catalog_is_one_line_and_changes_nothing(tiny_dirs: dict[str, Path],
@@ -79,7 +66,7 @@ def test_db_naming_another_librarys_catalog_is_one_line_and_changes_nothing(tiny
         err = clean_error(flywheel("--library", str(b), "--db", a_db, *args), 2)
         assert "belongs to another library" in err and "--db" in err
     assert not b.exists()
-    assert _rows(a, "SELECT count(*) FROM solutions") == [(1,)]
+    assert catalog_rows(a, "SELECT count(*) FROM solutions") == [(1,)]
     moved = tmp_path / "moved"
     a.rename(moved)                                   # a library moved with its catalog keeps working
     proc = flywheel("--library", str(moved), "library", "verify")
@@ -105,5 +92,5 @@ def test_concurrent_runs_on_one_library_both_finish_with_clean_stderr(tiny_dirs:
         assert p.returncode == 0, err
         noise = [line for line in err.replace("\r", "\n").splitlines() if line.strip() and line.strip() != "solving"]
         assert noise == [], err     # no Prefect shutdown traceback, warning or error line
-    assert sorted(_rows(lib, "SELECT id, status FROM runs")) == [("c1", "finished"), ("c2", "finished")]
-    assert _rows(lib, "SELECT count(*) FROM attempts") == [(8,)]
+    assert sorted(catalog_rows(lib, "SELECT id, status FROM runs")) == [("c1", "finished"), ("c2", "finished")]
+    assert catalog_rows(lib, "SELECT count(*) FROM attempts") == [(8,)]
