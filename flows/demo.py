@@ -48,7 +48,7 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DE
              champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_PER_FAMILY,
              attempts: int = config.DEMO_ATTEMPTS,
              slots: int | None = None, dtype: str | None = None,
-             calculator: bool | None = None) -> dict[str, Any]:
+             calculator: bool | None = None, grounding: bool | None = None) -> dict[str, Any]:
     """Seed -> pass 1 -> curated CHAMP deposits -> pass 2 (see the module docstring); returns both summaries."""
     library = workdir / "library"
     problems = demo_problems(champ, per_family)
@@ -56,7 +56,8 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DE
     cfg = RunConfig(problems=spec, budget=budget, attempts=attempts, model=config.model_name(model),
                     library=str(library), **({"slots": slots} if slots else {}),
                     **({"dtype": dtype} if dtype else {}),
-                    **({"calculator": calculator} if calculator is not None else {}))
+                    **({"calculator": calculator} if calculator is not None else {}),
+                    **({"grounding": grounding} if grounding is not None else {}))
     eng = run_env(cfg).engine()
     lib = run_env(cfg).open_library()
     siblings = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR)

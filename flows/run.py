@@ -57,7 +57,7 @@ from flows.tasks import (
     route_problem,
     verify,
 )
-from flywheel import calculator, config
+from flywheel import calculator, config, grounding
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, solve_many
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
 from flywheel.energy import EnergyConfig
@@ -107,6 +107,9 @@ class RunConfig(BaseModel):
                           "before the pass; `flywheel run` turns it on unless --no-starter")
     calculator: bool = Field(config.DEFAULT_CALCULATOR, description="hand 'expression =' arithmetic to the "
                              "engine's exact calculator (flywheel.calculator); part of the decode schedule")
+    grounding: bool = Field(config.DEFAULT_GROUNDING, description="a worked solution's operands come from its "
+                            "problem or earlier work, its final answer is its last result (flywheel.grounding); "
+                            "part of the decode schedule")
     slots: int = Field(DEFAULT_SLOTS, ge=1, le=config.MAX_SLOTS, description="decode slots: attempts decoded together "
                        "(a slot's bits do not depend on this number; see flywheel.decode)")
     router: RouterConfig = Field(default_factory=RouterConfig, description="routing thresholds and index; "
@@ -289,7 +292,7 @@ def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done:
                     for k in pending]
         yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
                          SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision,
-                         calculator=cfg.calculator)
+                         calculator=cfg.calculator, grounding=cfg.grounding)
 
 
 def _counting(jobs: Iterator[AttemptJob], open_forks: dict[str, int]) -> Iterator[AttemptJob]:
@@ -402,7 +405,8 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
                          hint=f"a decode budget of at most {window:,} tokens")
     schedule = DecodeSchedule(cfg.slots, dtype=cfg.dtype,
-                              calculator=calculator.CALCULATOR if cfg.calculator else None).to_dict()
+                              calculator=calculator.CALCULATOR if cfg.calculator else None,
+                              grounding=grounding.GROUNDING if cfg.grounding else None).to_dict()
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule,
                     settings=cfg.settings())

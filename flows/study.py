@@ -40,9 +40,9 @@ from flywheel.problemsets import Problem, load_problem_set
 from flywheel.stats import mcnemar_exact, mcnemar_power, wilson
 
 CURATOR = "curator:study"
-#: Held-out arms: name -> (near grafts, calculator).
-ARMS: dict[str, tuple[bool, bool]] = dict(zip(config.STUDY_ARMS, ((False, False), (True, False), (True, True),
-                                                                  (False, True)), strict=True))
+#: Held-out arms: name -> (near grafts, calculator, number grounding); a name lists its levers.
+ARMS: dict[str, tuple[bool, bool, bool]] = {
+    arm: ("graft" in arm.split("+"), "calc" in arm.split("+"), "ground" in arm.split("+")) for arm in config.STUDY_ARMS}
 DEFAULT_ARMS = config.STUDY_DEFAULT_ARMS
 #: The arms every other arm is compared with (when they ran).
 BASELINES = ("none", "graft")
@@ -112,9 +112,9 @@ def majority(answers: Sequence[str | None]) -> int | None:
 
 
 def _arm_config(cfg: RunConfig, heldout: str, run_id: str, arm: str, attempts: int) -> RunConfig:
-    graft, calc = ARMS[arm]
+    graft, calc, ground = ARMS[arm]
     return cfg.model_copy(update={"problems": heldout, "run_id": run_id, "no_graft": not graft, "deposit": False,
-                                  "attempts": attempts, "calculator": calc})
+                                  "attempts": attempts, "calculator": calc, "grounding": ground})
 
 
 def run_arm(cfg: RunConfig, heldout: str, tag: str, arm: str, samples: int,

@@ -31,6 +31,7 @@ from flywheel.decode import (
 from flywheel.domain import RouteKind
 from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
+from flywheel.grounding import allowed_numbers
 from flywheel.kv.artifact import logits_sha256
 from flywheel.prompts import AttemptMode, attempt_suffix, plain_prompt
 
@@ -179,13 +180,15 @@ def prepare_attempt(engine: Engine, library: GraftSource | None, problem: Proble
 
 
 def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, temperature: float,
-                   tag: Any = None, calculator: bool = False) -> DecodeRequest:
+                   tag: Any = None, calculator: bool = False, grounding: bool = False) -> DecodeRequest:
     """The decoder's request for one attempt of `prepared` (budget 0: finished at admission)."""
     if prepared.cache is None or prepared.logits is None:
         return DecodeRequest(DynamicCache(), torch.empty(0), 0, tag=tag)
     return DecodeRequest(prepared.cache, prepared.logits, budget, stop=prepared.stop_rule(),
                          temperature=temperature, seed=seed, tag=tag,
-                         calculator=calculator and prepared.mode == "solve")   # a recurrence copies its answer
+                         calculator=calculator and prepared.mode == "solve",   # a recurrence copies its answer
+                         grounding=allowed_numbers(prepared.problem.text) if grounding and prepared.mode == "solve"
+                         else None)
 
 
 def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOutcome, *, budget: int,
@@ -241,6 +244,7 @@ class AttemptJob:
     temperature: float = 0.0
     tag: Any = None
     calculator: bool = False   # hand `expression =` arithmetic to flywheel.calculator
+    grounding: bool = False    # a solution's numbers come from its problem or earlier work (flywheel.grounding)
 
 
 def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob], *,
@@ -282,7 +286,7 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
                 ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules * part,
                                  prepared.seconds * part, share, fork)
                 yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket,
-                                     calculator=job.calculator)
+                                     calculator=job.calculator, grounding=job.grounding)
 
     try:
         for outcome in decoder.run(requests(), progress=progress, step_meter=metered if meter else None):

@@ -29,6 +29,8 @@ DEFAULT_ATTEMPTS = 1
 DEFAULT_SEED = 0
 #: Exact arithmetic in the decode schedule (flywheel.calculator) unless --no-calculator; see BENCHMARKS.md.
 DEFAULT_CALCULATOR = False
+#: Number-grounded decoding (flywheel.grounding) unless --no-grounding; see BENCHMARKS.md.
+DEFAULT_GROUNDING = False
 #: Where a pass runs its problems: this process (`thread`), or Dask worker processes (`dask`).
 TaskRunnerKind = Literal["thread", "dask"]
 TASK_RUNNERS: tuple[TaskRunnerKind, ...] = get_args(TaskRunnerKind)
@@ -69,7 +71,9 @@ STUDY_ATTEMPTS = 4      # sampled attempts per unsolved train problem, sharing o
 MAX_STUDY_PASSES = 1000  # most train passes asked for (they stop once a pass deposits nothing new)
 STUDY_CURATED = 1       # curated worked solutions seeded per family (the study's bound: at most one)
 DEFAULT_STARTER = True   # `flywheel run` seeds an empty library with the starter library (flows.starter)
-STUDY_ARMS = ("none", "graft", "graft+calc", "none+calc")   # held-out arms (flows.study.ARMS)
+#: Held-out arms (flows.study.ARMS): each name lists its levers (graft: near grafts, calc: the calculator,
+#: ground: number-grounded decoding; none: no lever).
+STUDY_ARMS = ("none", "graft", "graft+calc", "none+calc", "graft+ground", "graft+calc+ground")
 STUDY_DEFAULT_ARMS = ("none", "graft")
 
 

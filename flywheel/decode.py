@@ -44,7 +44,7 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicSlidingWindowLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from flywheel import calculator, config
+from flywheel import calculator, config, grounding
 from flywheel.engine import StopRule
 from flywheel.errors import InputError
 from flywheel.sampling import SAMPLER
@@ -60,6 +60,8 @@ KERNEL_PATH = "slots-v2:onednn-linear+per-slot-sdpa-folded-heads"
 MIN_ROWS = 2
 #: Tokens of a slot's tail the calculator reads for `expression =` (longer than any expression it computes).
 CALCULATOR_TAIL = 48
+#: Most re-picks a grounded slot makes in one step before its first pick stands (flywheel.grounding).
+MAX_REPICKS = 32
 #: Default slot count on this 2-core machine: measured in bench/throughput.py (BENCHMARKS.md).
 DEFAULT_SLOTS = 16
 
@@ -79,13 +81,14 @@ class DecodeSchedule:
     dtype: str = config.DEFAULT_DTYPE
     sampler: str = SAMPLER
     calculator: str | None = None   # `flywheel.calculator.CALCULATOR` when attempts may hand it arithmetic
+    grounding: str | None = None    # `flywheel.grounding.GROUNDING` when solutions' numbers are grounded
 
     #: The fields a run must share with its recorded schedule to be resumed.
-    RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler", "calculator")
+    RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler", "calculator", "grounding")
 
     def to_dict(self) -> dict[str, Any]:
         return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype, "sampler": self.sampler,
-                "calculator": self.calculator}
+                "calculator": self.calculator, "grounding": self.grounding}
 
 
 @dataclass
@@ -106,6 +109,7 @@ class DecodeRequest:
     keep_logits: bool = False      # keep every step's logits (exactness checks)
     forced: list[int] | None = None  # feed these tokens instead of picking (teacher forcing)
     calculator: bool = False       # exact arithmetic: after `expression =`, feed the result (flywheel.calculator)
+    grounding: frozenset[str] | None = None  # the operands a solution may use (flywheel.grounding); None: off
 
 
 @dataclass
@@ -349,6 +353,7 @@ class BatchDecoder:
         self.model_seconds = 0.0   # in decode steps
         self.pick_seconds = 0.0    # choosing tokens (sampling) between steps
         self.admit_seconds = 0.0   # copying admitted requests' caches into slots
+        self.grounding_repicks = 0  # tokens the grounding rules refused (each one picked again)
         self.steps = 0
 
     def run(self, requests: Iterable[DecodeRequest], *, progress: DecodeProgress | None = None,
@@ -451,9 +456,29 @@ class BatchDecoder:
             picks = self.engine.pick_tokens(rows, [a.request.temperature for a in reqs if a],
                                             [a.generator for a in reqs if a], [a.tokens for a in reqs if a])
             for i, token in zip(picking, picks, strict=True):
-                chosen[i] = token
+                a = active[i]
+                chosen[i] = token if a is None or a.request.grounding is None else self._ground(a, logits[i], token)
         self.pick_seconds += time.perf_counter() - t0
         return chosen
+
+    def _ground(self, a: _Active, row: torch.Tensor, token: int) -> int:
+        """`token`, or when the grounding rules refuse it, the slot's next pick from its row without it.
+
+        The re-pick uses only the slot's own logits and generator, so its bits stay its own. After
+        `MAX_REPICKS` refusals the first pick stands (the rules step aside rather than stall a slot).
+        """
+        allowed = a.request.grounding
+        assert allowed is not None
+        text = self.engine.decode_text(a.tokens)
+        candidate, masked = token, None
+        for _ in range(MAX_REPICKS):
+            if grounding.permits(allowed, text, self.engine.decode_text([*a.tokens, candidate])):
+                return candidate
+            self.grounding_repicks += 1
+            masked = row.clone() if masked is None else masked
+            masked[candidate] = float("-inf")
+            candidate = self.engine.pick_tokens(masked[None], [a.request.temperature], [a.generator], [a.tokens])[0]
+        return token
 
     def _calculate(self, a: _Active, token: int) -> None:
         """If the slot's text now ends in `expression =`, queue the exact result's tokens (within its budget)."""

@@ -23,6 +23,7 @@ from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
 from flywheel.calculator import CALCULATOR
 from flywheel.catalog.records import bounded_text
 from flywheel.errors import FlywheelError, InputError
+from flywheel.grounding import GROUNDING
 from flywheel.problemsets import Problem
 from flywheel.sampling import SAMPLER
 
@@ -97,6 +98,10 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
     if tool not in (None, CALCULATOR):
         raise InputError(f"run {run_id} handed arithmetic to calculator {tool!r}; this version has {CALCULATOR!r}",
                          hint="replay it with the version of kv-flywheel that ran it")
+    rules = schedule.get("grounding")
+    if rules not in (None, GROUNDING):
+        raise InputError(f"run {run_id} grounded its numbers under {rules!r}; this version has {GROUNDING!r}",
+                         hint="replay it with the version of kv-flywheel that ran it")
     out = []
     for row in replayable(library, run_id, n):
         if row.seed is not None and schedule.get("sampler") != SAMPLER:
@@ -108,7 +113,8 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         problem = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
         temperature = SAMPLE_TEMPERATURE if row.seed is not None else 0.0
         job = AttemptJob(problem, row.route, row.grafted_artifact_sha,  # type: ignore[arg-type]
-                         [(row.attempt_index, row.budget, row.seed)], temperature, calculator=tool is not None)
+                         [(row.attempt_index, row.budget, row.seed)], temperature, calculator=tool is not None,
+                         grounding=rules is not None)
         _, _, result = next(solve_many(engine, library, [job], slots=1))
         verdict = problem.check(result.answer, config=verifier)
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,

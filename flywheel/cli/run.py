@@ -23,7 +23,11 @@ _BUDGET_HELP = f"Decode-token budget per attempt (default {config.DEFAULT_BUDGET
 
 
 def _schedule_options(f: Any) -> Any:
-    """--slots, --dtype and --calculator/--no-calculator, shared by the commands that run passes."""
+    """--slots, --dtype, --calculator/--no-calculator and --grounding/--no-grounding, shared by the commands that run passes."""
+    f = click.option("--grounding/--no-grounding", default=None,
+                     help="Number-grounded decoding: a worked solution's operands must come from its problem or "
+                          "earlier work, its final answer is its last result "
+                          f"(default {'on' if config.DEFAULT_GROUNDING else 'off'}; recorded with the run).")(f)
     f = click.option("--calculator/--no-calculator", default=None,
                      help="Exact arithmetic in the decode schedule: after 'expression =' the engine feeds the "
                           f"result (default {'on' if config.DEFAULT_CALCULATOR else 'off'}; recorded with the run).")(f)
@@ -217,7 +221,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
         run_id: str | None,
         task_runner: str | None,
         dask_address: str | None, dask_workers: int | None, slots: int | None, dtype: str | None,
-        calculator: bool | None, as_json: bool) -> None:
+        calculator: bool | None, grounding: bool | None, as_json: bool) -> None:
     """One flywheel pass: route, attempt under budget, verify, deposit, record.
 
     Attempts are decoded together on --slots decode slots; the K attempts of a problem
@@ -239,7 +243,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
                   starter=starter, run_id=run_id,
                   task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype,
-                  calculator=calculator)
+                  calculator=calculator, grounding=grounding)
     _preflight(cfg, problems)
     from flows.run import flywheel_run
 
@@ -283,7 +287,8 @@ def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, atte
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: int | None, attempts: int, seed: int,
-             limit: int | None, slots: int | None, dtype: str | None, calculator: bool | None, as_json: bool) -> None:
+             limit: int | None, slots: int | None, dtype: str | None, calculator: bool | None,
+             grounding: bool | None, as_json: bool) -> None:
     """Held-out transfer: accuracy with vs without near grafts, same problems and seeds, 95% Wilson interval.
 
     \b
@@ -292,7 +297,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
     """
     _check_sets(library_set)
     cfg = _config(ctx, problems=heldout, budget=budget, attempts=attempts, seed=seed, limit=limit, slots=slots,
-                  dtype=dtype, calculator=calculator)
+                  dtype=dtype, calculator=calculator, grounding=grounding)
     _preflight(cfg, heldout, library_set)
     from flows.evaluate import heldout_eval
 
@@ -326,8 +331,8 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
               help="Related verified solutions grafted together on a near route "
                    f"(default: {config.DEFAULT_NEAR_MEMBERS}).")
 @click.option("--arms", default=",".join(config.STUDY_DEFAULT_ARMS), show_default=True,
-              help="Held-out arms, comma-separated, from: none, graft, graft+calc, none+calc (the calculator "
-                   "arms decode with exact arithmetic; --calculator applies to the train passes).")
+              help=f"Held-out arms, comma-separated, from: {', '.join(config.STUDY_ARMS)} (calc: exact "
+                   "arithmetic, ground: number-grounded decoding; --calculator/--grounding apply to the train passes).")
 @click.option("--samples", type=click.IntRange(1, config.MAX_ATTEMPTS), default=1, show_default=True,
               help="Held-out sampled attempts K per arm, beside its greedy one: adds maj@K and pass@K.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -339,7 +344,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
           budget: int | None, curated: int, seed: int, near_members: int | None, arms: str, samples: int,
           plot_path: Path | None,
           slots: int | None,
-          dtype: str | None, calculator: bool | None, as_json: bool) -> None:
+          dtype: str | None, calculator: bool | None, grounding: bool | None, as_json: bool) -> None:
     """The capability measurement: train passes on the model's own verified solutions, then held-out
     accuracy with vs without near grafts, paired (Wilson intervals, exact McNemar test).
 
@@ -358,7 +363,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     _quiet_prefect()   # before Prefect is imported
     _check_sets(heldout)
     cfg = _config(ctx, problems=train, budget=budget, seed=seed, slots=slots, dtype=dtype,
-                  attempts=attempts, near_members=near_members, calculator=calculator)
+                  attempts=attempts, near_members=near_members, calculator=calculator, grounding=grounding)
     from flows import study as st
 
     _preflight(cfg, train, heldout)
@@ -404,7 +409,8 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, per_family: int,
-         attempts: int, slots: int | None, dtype: str | None, calculator: bool | None, as_json: bool) -> None:
+         attempts: int, slots: int | None, dtype: str | None, calculator: bool | None, grounding: bool | None,
+         as_json: bool) -> None:
     """The flywheel end to end: sibling-seeded pass 1 with self-deposits, curated CHAMP deposits, pass 2 from grafts.
 
     \b
@@ -418,7 +424,7 @@ def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, pe
     workdir = workdir or Path(tempfile.mkdtemp(prefix="flywheel-demo-"))
     with _progress(True):
         given: dict[str, Any] = {"budget": budget, "champ": n_champ, "per_family": per_family, "attempts": attempts,
-                                 "slots": slots, "dtype": dtype, "calculator": calculator}
+                                 "slots": slots, "dtype": dtype, "calculator": calculator, "grounding": grounding}
         out = run_demo(workdir, model=s.model, **{k: v for k, v in given.items() if v is not None})
     for line in describe(out):
         click.echo(line, err=as_json)

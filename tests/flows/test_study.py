@@ -78,11 +78,11 @@ def test_study_arms_report_pass_at_1_majority_and_pass_at_k_paired(tiny_gemma: E
         {"id": "gen-ten-heldout-1", "problem": "Gus has 7 jars and buys 3. How many jars?", "reference": "10"},
     ])
     cfg = RunConfig(problems=train, model="by-seed-tiny", library=str(lib_dir), budget=20, attempts=1, seed=0)
-    out = run_study(cfg, train=train, heldout=heldout, passes=1, curated=1, arms=["none", "graft", "graft+calc"],
+    out = run_study(cfg, train=train, heldout=heldout, passes=1, curated=1, arms=["none", "graft", "graft+calc+ground"],
                     samples=3)   # seeds 0, 1, 2: answers 9, 10, 9
 
     acc = out["arms"]["accuracy"]
-    assert set(acc) == {"none", "graft", "graft+calc"} and out["inputs"]["samples"] == 3
+    assert set(acc) == {"none", "graft", "graft+calc+ground"} and out["inputs"]["samples"] == 3
     for arm in acc.values():
         assert (arm["pass@1"]["correct"], arm["maj@3"]["correct"], arm["pass@3"]["correct"]) == (1, 1, 3)
         assert arm["pass@3"]["n"] == 3 and len(arm["run_ids"]) == 2
@@ -90,15 +90,16 @@ def test_study_arms_report_pass_at_1_majority_and_pass_at_k_paired(tiny_gemma: E
     assert len(runs) == 6                                             # each arm's own greedy and sampled run
     lib = runtime.library(str(lib_dir), config.database_url(lib_dir))
 
-    def calculator(run_id: str) -> object:
+    def levers(run_id: str) -> tuple[object, object]:
         row = lib.catalog.get_run(run_id)
         assert row is not None and row.decode_schedule is not None
-        return json.loads(row.decode_schedule)["calculator"]
+        schedule = json.loads(row.decode_schedule)
+        return schedule["calculator"], schedule["grounding"]
 
-    assert all(calculator(rid) for rid in acc["graft+calc"]["run_ids"])       # the arm's schedule says so
-    assert not any(calculator(rid) for rid in acc["graft"]["run_ids"] + acc["none"]["run_ids"])
+    assert all(all(levers(rid)) for rid in acc["graft+calc+ground"]["run_ids"])   # the arm's schedule says so
+    assert not any(any(levers(rid)) for rid in acc["graft"]["run_ids"] + acc["none"]["run_ids"])
     comparisons = {(c["arm"], c["against"], c["measure"]) for c in out["arms"]["comparisons"]}
-    assert ("graft", "none", "pass@3") in comparisons and ("graft+calc", "graft", "maj@3") in comparisons
+    assert ("graft", "none", "pass@3") in comparisons and ("graft+calc+ground", "graft", "maj@3") in comparisons
     assert ("none", "graft", "pass@1") not in comparisons              # the baseline pair is compared once
     c = next(c for c in out["arms"]["comparisons"] if (c["arm"], c["against"], c["measure"]) == ("graft", "none", "pass@1"))
     assert c["only_with"] == c["only_without"] == 0 and c["mcnemar_p"] == 1.0 and set(c["families"]) == {"nine", "ten"}
