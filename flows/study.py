@@ -10,9 +10,10 @@ The measurement, on one library:
    one prefill, each verified, the first verified one deposited as the model's own;
 3. the held-out set (disjoint from train by construction of the `split=` specs) once per arm, paired
    on the same problems and budget: `none` (no grafts) and `graft` (the router's `near` grafts),
-   and where asked `graft+calc` / `none+calc` (the same with exact arithmetic in the decode
-   schedule, so the tool's own share shows). Each arm answers once greedily (pass@1) and, with
-   `samples` K > 1, K more times sampled: maj@K (the most frequent of the K extracted answers,
+   and where asked the arms with other levers (`graft+calc` / `none+calc`: exact arithmetic in the
+   decode schedule, so the tool's own share shows; `+ground`: number-grounded decoding). Each arm
+   answers once greedily (pass@1) and, with `samples` K > 1 (for the `sampled_arms`, default all),
+   K more times sampled: maj@K (the most frequent of the K extracted answers,
    no reference used; a tie goes to the earliest attempt's answer) and pass@K (any of the K
    verified: what the flywheel would deposit). No arm deposits, so the arm is the only difference.
 
@@ -178,6 +179,8 @@ def arms_report(results: dict[str, dict[str, Any]], order: Sequence[str],
             if arm == base or (base == "graft" and arm == "none"):
                 continue
             for measure, outcome in res["outcomes"].items():
+                if measure not in results[base]["outcomes"]:   # the baseline was not sampled
+                    continue
                 ref = results[base]["outcomes"][measure]
                 row = {"arm": arm, "against": base, "measure": measure, **compare(ref, outcome, order),
                        "families": {f: compare(ref, outcome, [i for i in order if family[i] == f]) for f in families}}
@@ -187,6 +190,7 @@ def arms_report(results: dict[str, dict[str, Any]], order: Sequence[str],
 
 def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.STUDY_PASSES,
               curated: int = config.STUDY_CURATED, arms: Sequence[str] = DEFAULT_ARMS, samples: int = 1,
+              sampled_arms: Sequence[str] | None = None,
               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The study described in the module docstring; `cfg` carries model, library, budget, attempts, slots.
 
@@ -199,6 +203,10 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
                          hint=f"arms are {', '.join(ARMS)}, e.g. --arms none,graft,graft+calc")
     if samples < 1:
         raise InputError(f"--samples must be at least 1, got {samples}")
+    sampled = list(arms) if sampled_arms is None else list(sampled_arms)
+    if not set(sampled) <= set(arms):
+        raise InputError(f"--sampled-arms {', '.join(a for a in sampled if a not in arms)} is not among --arms",
+                         hint=f"sampled arms are a subset of {', '.join(arms)}")
     say = progress or (lambda _: None)
     tag = new_run_id()
     train_set = load_problem_set(train)
@@ -224,7 +232,8 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         if not own and i < passes:   # the library is as it was: another pass (same seeds) would repeat this one
             say(f"train pass {i} deposited nothing new: the passes stop here (another would repeat it)")
             break
-    results = {arm: run_arm(cfg, heldout, tag, arm, samples, say) for arm in dict.fromkeys(arms)}
+    results = {arm: run_arm(cfg, heldout, tag, arm, samples if arm in sampled else 1, say)
+               for arm in dict.fromkeys(arms)}
     meta = {p.id: p.meta for p in held_set.problems}
     order = list(results[next(iter(results))]["outcomes"]["pass@1"])
     family = {pid: family_of(pid, meta.get(pid)) for pid in order}
@@ -259,7 +268,9 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
                    "train_heldout_overlap": len(overlap), "model": cfg.model,
                    "model_fingerprint": eng.fingerprint.digest, "budget": cfg.budget, "attempts": cfg.attempts,
                    "seed": cfg.seed, "slots": cfg.slots, "near_members": cfg.near_members, "curated": seeded,
-                   "arms": list(results), "samples": samples, "artifacts": artifacts},
+                   "arms": list(results), "samples": samples,
+                   "sampled_arms": [a for a in results if a in sampled] if samples > 1 else [],
+                   "artifacts": artifacts},
     }
 
 

@@ -335,6 +335,9 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
                    "arithmetic, ground: number-grounded decoding; --calculator/--grounding apply to the train passes).")
 @click.option("--samples", type=click.IntRange(1, config.MAX_ATTEMPTS), default=1, show_default=True,
               help="Held-out sampled attempts K per arm, beside its greedy one: adds maj@K and pass@K.")
+@click.option("--sampled-arms", default=None, metavar="ARMS",
+              help="With --samples K: only these arms (comma-separated, among --arms) also run sampled; the "
+                   "others give pass@1 only (default: every arm).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write accuracy per pass and held-out with/without grafts to this PNG.")
 @_schedule_options
@@ -342,6 +345,7 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
 @click.pass_context
 def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: int,
           budget: int | None, curated: int, seed: int, near_members: int | None, arms: str, samples: int,
+          sampled_arms: str | None,
           plot_path: Path | None,
           slots: int | None,
           dtype: str | None, calculator: bool | None, grounding: bool | None, as_json: bool) -> None:
@@ -369,7 +373,9 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     _preflight(cfg, train, heldout)
     with _progress(True):
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated, arms=chosen,
-                           samples=samples, progress=lambda line: click.echo(line, err=True))
+                           samples=samples, progress=lambda line: click.echo(line, err=True),
+                           sampled_arms=None if sampled_arms is None else
+                           [a.strip() for a in sampled_arms.split(",") if a.strip()])
     h = out["heldout"]
     for arm in ("without_graft", "with_graft"):
         a = h[arm]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from flows import RunConfig, runtime
 from flows.study import CURATOR, plot, run_study
 from flywheel import config
 from flywheel.engine import Engine
+from flywheel.errors import InputError
 from tests.flows.conftest import ScriptedEngine
 
 
@@ -122,3 +125,22 @@ def test_unknown_study_arm_is_refused_before_anything_runs(lib_dir: Path, tmp_pa
     cfg = RunConfig(problems="gen:linear?n=1&seed=1", library=str(lib_dir), budget=8)
     with pytest.raises(InputError, match="unknown study arm"):
         run_study(cfg, train="gen:linear?n=1&seed=1", heldout="gen:linear?n=1&seed=2", arms=["graft", "calc"])
+
+
+def test_only_the_sampled_arms_run_sampled(tiny_gemma: Engine, lib_dir: Path, tmp_path: Path) -> None:
+    runtime.register_engine("by-seed-tiny", _BySeed(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint,
+                                                    tiny_gemma.settings))
+    train = _write(tmp_path / "train.jsonl", [
+        {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
+         "solution": "4 + 5 = 9."}])
+    heldout = _write(tmp_path / "heldout.jsonl", [
+        {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"}])
+    cfg = RunConfig(problems=train, model="by-seed-tiny", library=str(lib_dir), budget=20, attempts=1, seed=0)
+    with pytest.raises(InputError, match="sampled-arms"):
+        run_study(cfg, train=train, heldout=heldout, passes=0, arms=["none"], samples=2, sampled_arms=["graft"])
+    out = run_study(cfg, train=train, heldout=heldout, passes=0, arms=["none", "graft"], samples=2,
+                    sampled_arms=["graft"])   # seeds 0, 1: answers 9, 10
+    acc = out["arms"]["accuracy"]
+    assert set(acc["none"]) == {"pass@1", "decode_tokens", "run_ids"} and len(acc["none"]["run_ids"]) == 1
+    assert acc["graft"]["pass@2"]["correct"] == 1 and out["inputs"]["sampled_arms"] == ["graft"]
+    assert {(c["arm"], c["against"], c["measure"]) for c in out["arms"]["comparisons"]} == {("graft", "none", "pass@1")}
