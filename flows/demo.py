@@ -2,8 +2,9 @@
 
 1. seed: one curated worked solution per generated word-problem family (a sibling, never one of
    the problems attempted), deposited as `curator:demo`;
-2. pass 1: CHAMP problems (no knowledge yet) and fresh generated problems, routed `near` to their
-   family's sibling; K sampled attempts per problem share one prefill, decoded on batched slots;
+2. pass 1: CHAMP problems (no knowledge yet) and fresh generated problems of the siblings' own
+   templates (other names and numbers: the recurring kinds of problem a user brings), routed `near`
+   to their family's sibling; K sampled attempts per problem share one prefill, decoded on batched slots;
    every verified attempt of a new problem is deposited as the model's own;
 3. the CHAMP problems' curated worked solutions are deposited;
 4. pass 2 over the same set: the CHAMP problems and every problem the model solved itself recur
@@ -24,8 +25,13 @@ CURATOR = "curator:demo"
 
 
 def demo_problems(champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_PER_FAMILY, seed: int = 2) -> list[Problem]:
-    """CHAMP's first `champ` problems and `per_family` held-out-split problems of every word family."""
-    generated = load_problem_set(f"gen:all?n={per_family}&seed={seed}&split=heldout").problems if per_family else []
+    """CHAMP's first `champ` problems and `per_family` fresh problems of every word family.
+
+    The generated ones come from the train split (the siblings' templates; seed 2, so never a
+    sibling): on held-out templates the default model verifies almost nothing unaided (BENCHMARKS.md,
+    "Held-out levers"), on its siblings' templates it verifies a few at K = 4, which it deposits.
+    """
+    generated = load_problem_set(f"gen:all?n={per_family}&seed={seed}&split=train").problems if per_family else []
     return load_champ()[:champ] + generated
 
 

@@ -357,7 +357,8 @@ class _Finisher:
             except queue.Empty:
                 return
             with self.clock.phase("deposit"):
-                deposit_own(self.env, job.problem, result, self.deposited_by, self.cfg.verifier, verdict)
+                deposit_own(self.env, job.problem, result, self.deposited_by, self.cfg.verifier, verdict,
+                            route=job.tag)   # the route_and_grant phase tags each job with its route
             ctx = contextvars.copy_context()
             self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, verdict))
 

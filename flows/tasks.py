@@ -15,7 +15,8 @@ from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
 from flywheel.catalog.records import bounded_text, storable
 from flywheel.decode import DecodeSchedule
 from flywheel.domain import RouteDecision, canonical_json
-from flywheel.errors import DepositRefusedError, InputError
+from flywheel.errors import ArtifactNotFoundError, DepositRefusedError, InputError
+from flywheel.grounding import copied_numbers
 from flywheel.problemsets import Problem, ProblemSet, load_problem_set
 from flywheel.router import RouterConfig
 
@@ -168,19 +169,42 @@ def verify(problem: Problem, answer: str | None, config: VerifierConfig | None =
 
 @task(name="deposit", **CATALOG_WRITE)
 def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by: str,
-                verifier: VerifierConfig | None = None, verdict: Verdict | None = None) -> str | None:
+                verifier: VerifierConfig | None = None, verdict: Verdict | None = None,
+                route: RouteDecision | None = None) -> str | None:
     """Deposit the model's own verified solution if new; `verdict` is the pass's own on it (under the
-    run's `verifier` settings), so the answer is not checked twice (`Library.deposit` says when it is)."""
+    run's `verifier` settings), so the answer is not checked twice (`Library.deposit` says when it is).
+
+    A solution that reaches the right answer through the grafted sibling's numbers (`route`'s
+    artifacts: operands that are neither this problem's nor computed in it, but the sibling's) is
+    not deposited: its working belongs to another problem and would be grafted as an example.
+    """
     eng, lib = env.engine(), env.open_library()
     if result.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
+    solution = solution_of(result) or result.text
+    if route is not None and copied_numbers(problem.text, solution, grafted_texts(lib, route)):
+        return None
     with runtime.model_lock(eng):
         try:
-            dep = lib.deposit(eng, problem, solution_of(result) or result.text, result.answer,
+            dep = lib.deposit(eng, problem, solution, result.answer,
                               deposited_by=deposited_by, verifier=verifier, verdict=verdict)
         except DepositRefusedError:
             return None
     return dep.artifact_sha256
+
+
+def grafted_texts(lib: Library, route: RouteDecision) -> list[str]:
+    """The problem and solution texts behind a route's artifacts (its members, or its one artifact)."""
+    texts = []
+    for sha in route.members or ((route.artifact_sha,) if route.artifact_sha else ()):
+        try:
+            solution = lib.catalog.get_solution(lib.catalog.get_artifact(sha).solution_id)
+        except ArtifactNotFoundError:   # removed since it was routed: nothing to compare with
+            continue
+        problem = lib.catalog.get_problem(solution.problem_id) if solution else None
+        texts += [solution.text] if solution else []
+        texts += [problem.text] if problem else []
+    return texts
 
 
 def graft_records(result: AttemptResult) -> list[GraftRecord]:

@@ -61,7 +61,7 @@ MAX_NEAR_MEMBERS = 16
 # `flywheel demo` (flows.demo): a slice of CHAMP (recurring, with curated solutions) plus
 # generated word problems, small enough for a few minutes on 2 CPU cores.
 DEMO_CHAMP = 4          # CHAMP problems
-DEMO_PER_FAMILY = 1     # generated problems per word-problem family (10 families)
+DEMO_PER_FAMILY = 2     # generated problems per word-problem family (10 families), the siblings' templates
 DEMO_ATTEMPTS = 4       # sampled attempts per problem in pass 1, sharing one prefill
 DEMO_BUDGET = 64        # decode tokens per attempt: a generated worked solution is ~40 tokens
 

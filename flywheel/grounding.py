@@ -91,3 +91,34 @@ def _last_result(text: str) -> frozenset[str]:
     """The last number written right after `=` in `text`, as a one-element set; empty when none was."""
     results = [m.group() for m in _NUMBER.finditer(text) if _RESULT_BEFORE.search(text[:m.start()])]
     return frozenset(results[-1:])
+
+
+def ungrounded(problem: str, solution: str) -> list[str]:
+    """The operands of a finished worked `solution` that the rules above would have refused, in order.
+
+    What a deposit of the model's own solution checks: a right final answer reached through another
+    problem's numbers (a grafted sibling's working copied, which happens to end on the same answer)
+    is not a worked solution of this problem, and would teach the wrong working to every later graft.
+
+        >>> ungrounded("Pack 90 crates; 50 are packed; 8 and 12 per hour.", "80 - 50 = 30 remain. 30 / 15 = 2.")
+        ['80', '15']
+    """
+    allowed, seen, refused = allowed_numbers(problem), set(), []
+    for m in _NUMBER.finditer(solution):
+        number = m.group()
+        if not _RESULT_BEFORE.search(solution[:m.start()]) and number not in allowed and number not in seen:
+            refused.append(number)
+        seen.add(number)
+    return refused
+
+
+def copied_numbers(problem: str, solution: str, grafted: list[str]) -> list[str]:
+    """The ungrounded operands of `solution` that appear in the `grafted` texts (the sibling's problem
+    and worked solution it was shown): another problem's working, copied.
+
+        >>> copied_numbers("Pack 90 crates; 50 are packed; 8 and 12 per hour.", "80 - 50 = 30 remain. 30 / 15 = 2.",
+        ...                ["Pack 80 boxes; 50 are packed; 12 and 3 per hour.", "80 - 50 = 30. 12 + 3 = 15. 30 / 15 = 2."])
+        ['80', '15']
+    """
+    theirs = {n for text in grafted for n in _NUMBER.findall(text)}
+    return [n for n in ungrounded(problem, solution) if n in theirs]
