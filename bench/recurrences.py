@@ -33,7 +33,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from flywheel.attempt import AttemptJob, solve_many  # noqa: E402
+from flywheel.attempt import AttemptJob, PlannedAttempt, solve_many  # noqa: E402
 from flywheel.engine import Engine  # noqa: E402
 from flywheel.errors import DepositRefusedError  # noqa: E402
 from flywheel.library import Library  # noqa: E402
@@ -78,7 +78,7 @@ def run_model(model: str, candidates: list[Problem], args: argparse.Namespace) -
             if route.kind != "exact":   # the router must find the recurrence, or the bench measures nothing
                 raise SystemExit(f"{model}: {p.id} routed {route.kind}, not exact")
             champ += p.source == "champ"
-            jobs.append(AttemptJob(p, "exact", route.artifact_sha, [(0, args.budget, None)]))
+            jobs.append(AttemptJob(p, "exact", route.artifact_sha, [PlannedAttempt(0, args.budget, None)]))
         t0 = time.perf_counter()
         rows: list[dict[str, Any]] = []
         for job, _, result in solve_many(engine, lib, jobs, slots=args.slots):

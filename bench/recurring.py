@@ -45,7 +45,7 @@ from typing import Any  # noqa: E402
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
 from flows.demo import write_set  # noqa: E402
 from flywheel import config  # noqa: E402
-from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many  # noqa: E402
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many  # noqa: E402
 from flywheel.energy import EnergyMeter, Reading  # noqa: E402
 from flywheel.engine import Engine  # noqa: E402
 from flywheel.library import Library  # noqa: E402
@@ -194,7 +194,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     for start in range(0, len(champ), chunk):
         if len(selected) >= PAPER_PROBLEMS:
             break
-        jobs = [AttemptJob(p, "none", None, [(i, budget, i) for i in range(k)], temp, tag=p.id)
+        jobs = [AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp, tag=p.id)
                 for p in champ[start:start + chunk]]
         got: dict[str, list[Any]] = {j.problem.id: [] for j in jobs}
         for job, _, r in solve_many(engine, None, jobs, slots=min(args.slots, k * len(jobs))):
@@ -221,7 +221,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
         jobs = []
         for p in selected:
             route = lib.route(engine, p.text)
-            jobs.append(AttemptJob(p, route.kind, route.artifact_sha, [(0, RECURRENCE_BUDGET, None)]))
+            jobs.append(AttemptJob(p, route.kind, route.artifact_sha, [PlannedAttempt(0, RECURRENCE_BUDGET, None)]))
         t1 = time.perf_counter()
         meter.start()
         grafted = [(j.problem, r) for j, _, r in solve_many(engine, lib, jobs, slots=args.slots)]

@@ -149,8 +149,9 @@ def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @task(name="route", **LOCAL)
-def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int = 1) -> RouteDecision:
-    """Exact recurrence, near neighbour(s), or none (forced by --no-graft)."""
+def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int) -> RouteDecision:
+    """Exact recurrence, up to `near_members` near neighbours (the run's router setting), or none
+    (forced by --no-graft)."""
     if no_graft:
         return RouteDecision("none", None, 0.0, None)
     eng, lib = env.engine(), env.open_library()

@@ -225,19 +225,30 @@ def run_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *
 
     Example: `run_attempt(engine, lib, p, route="exact", artifact_sha=sha, budget=160).answer` -> `"239"`.
     """
-    results = solve_many(engine, library, [AttemptJob(problem, route, artifact_sha, [(0, budget, seed)],
-                                                      temperature)], slots=1)
+    results = solve_many(engine, library, [AttemptJob(problem, route, artifact_sha,
+                                                      [PlannedAttempt(0, budget, seed)], temperature)], slots=1)
     return next(results)[2]
+
+
+@dataclass(frozen=True)
+class PlannedAttempt:
+    """One attempt of a job, before it runs: its index among the problem's attempts, its granted
+    decode budget (0: recorded as exhausted without running the model), and its sampling seed
+    (None: greedy)."""
+
+    index: int
+    budget: int
+    seed: int | None = None
 
 
 @dataclass
 class AttemptJob:
-    """One problem's attempts for `solve_many`: its route, and (index, budget, seed) per attempt."""
+    """One problem's attempts for `solve_many`: its route, and a `PlannedAttempt` per attempt."""
 
     problem: Problem
     route: RouteKind
     artifact_sha: str | None
-    attempts: list[tuple[int, int, int | None]]
+    attempts: list[PlannedAttempt]
     temperature: float = 0.0
     tag: Any = None
     calculator: bool = False   # hand `expression =` arithmetic to flywheel.calculator
@@ -270,18 +281,18 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
 
     def requests() -> Iterator[DecodeRequest]:
         for job in jobs:
-            live = any(budget > 0 for _, budget, _ in job.attempts)
+            live = any(a.budget > 0 for a in job.attempts)
             prepared, joules = metered(lambda job=job, live=live: prepare_attempt(  # type: ignore[misc]
                 engine, library, job.problem, route=job.route, artifact_sha=job.artifact_sha, prefill=live))
             if clock is not None:
                 clock.add("prepare", prepared.seconds)
-            share = max(1, sum(budget > 0 for _, budget, _ in job.attempts))  # forks that use the prefill
+            share = max(1, sum(a.budget > 0 for a in job.attempts))  # forks that use the prefill
             forks = iter(range(share))
-            for k, budget, seed in job.attempts:
-                fork, part = (next(forks), 1 / share) if budget > 0 else (0, 0.0)
-                ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules * part,
+            for a in job.attempts:
+                fork, part = (next(forks), 1 / share) if a.budget > 0 else (0, 0.0)
+                ticket = _Ticket(job, prepared, a.index, a.budget, a.seed, time.perf_counter(), joules * part,
                                  prepared.seconds * part, share, fork)
-                yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket,
+                yield decode_request(prepared, a.budget, seed=a.seed, temperature=job.temperature, tag=ticket,
                                      calculator=job.calculator)
 
     try:

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem; `solution` and `answer` are known for curated sets (CHAMP), else empty."""
+    """One problem; its `reference` answer when known (else it is checked by substitution), and a worked
+    `solution` for curated sets (CHAMP)."""
 
     id: str
     text: str

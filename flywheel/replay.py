@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
-from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many
 from flywheel.calculator import CALCULATOR
 from flywheel.catalog.records import bounded_text
 from flywheel.errors import FlywheelError, InputError
@@ -108,7 +108,7 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         problem = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
         temperature = SAMPLE_TEMPERATURE if row.seed is not None else 0.0
         job = AttemptJob(problem, row.route, row.grafted_artifact_sha,  # type: ignore[arg-type]
-                         [(row.attempt_index, row.budget, row.seed)], temperature, calculator=tool is not None)
+                         [PlannedAttempt(row.attempt_index, row.budget, row.seed)], temperature, calculator=tool is not None)
         _, _, result = next(solve_many(engine, library, [job], slots=1))
         verdict = problem.check(result.answer, config=verifier)
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,
