@@ -82,8 +82,8 @@ def run_model(model: str, candidates: list[Problem], args: argparse.Namespace) -
         t0 = time.perf_counter()
         rows: list[dict[str, Any]] = []
         for job, _, result in solve_many(engine, lib, jobs, slots=args.slots):
-            verdict = job.problem.check(result.answer)
-            rows.append({"problem_id": job.problem.id, "verified": verdict.equivalent, "answer": result.answer,
+            answered = job.problem.check_output(result.text, result.mode)
+            rows.append({"problem_id": job.problem.id, "verified": answered.verdict.equivalent, "answer": answered.answer,
                          "reference": job.problem.reference, "decode_tokens": result.decode_tokens,
                          "mode": result.mode, "text": result.text, "grafted": result.grafted_artifact is not None})
         wall = time.perf_counter() - t0

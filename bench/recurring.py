@@ -204,7 +204,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
             if len(selected) >= PAPER_PROBLEMS:
                 break
             decoded = sum(r.decode_tokens for r in results)
-            solved = any(p.check(r.answer).equivalent for r in results)
+            solved = any(p.check_output(r.text, r.mode).verdict.equivalent for r in results)
             spent += decoded
             scanned.append({"problem_id": p.id, "solved": solved, "decode_tokens": decoded,
                             "logits_sha256": sorted({r.logits_sha256 for r in results if r.logits_sha256})})
@@ -227,10 +227,11 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
         grafted = [(j.problem, r) for j, _, r in solve_many(engine, lib, jobs, slots=args.slots)]
         with_graft = meter.stop()
         graft_wall = time.perf_counter() - t1
-    rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": r.answer,
-             "verified": p.check(r.answer).equivalent, "decode_tokens": r.decode_tokens,
+    checked = [(p, r, p.check_output(r.text, r.mode)) for p, r in grafted]
+    rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": a.answer,
+             "verified": a.verdict.equivalent, "decode_tokens": r.decode_tokens,
              "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,
-             "artifact_sha256": r.grafted_artifact, "logits_sha256": r.logits_sha256} for p, r in grafted]
+             "artifact_sha256": r.grafted_artifact, "logits_sha256": r.logits_sha256} for p, r, a in checked]
     budget_tokens = len(selected) * k * budget
     graft_decode = sum(r["decode_tokens"] for r in rows)
     return {"mode": "paper-scale", "model": model, "fingerprint": engine.fingerprint.digest,

@@ -64,7 +64,7 @@ from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
 from flywheel.router import RouterConfig
 from flywheel.timing import PhaseClock
-from verifiers import Verdict, VerifierConfig
+from verifiers import Answered, VerifierConfig
 
 if TYPE_CHECKING:
     from prefect_dask import DaskTaskRunner
@@ -339,7 +339,7 @@ class _Finisher:
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flywheel-finish")
         self.futures: list[Future[None]] = []
-        self.deposits: queue.SimpleQueue[tuple[AttemptJob, int, AttemptResult, Verdict]] = queue.SimpleQueue()
+        self.deposits: queue.SimpleQueue[tuple[AttemptJob, int, AttemptResult, Answered]] = queue.SimpleQueue()
 
     def submit(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
         self._raise_failures()
@@ -349,7 +349,8 @@ class _Finisher:
     def _verify(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
         problem, decision = job.problem, job.tag
         with self.clock.phase("verify"):
-            verdict = verify(problem, result.answer, self.cfg.verifier)
+            answered = verify(problem, result, self.cfg.verifier)
+        verdict = answered.verdict
         with self.lock:
             deposit = (verdict.equivalent and self.cfg.deposit and decision.kind != "exact"
                        and problem.id not in self.deposited and problem.id not in self.solved)
@@ -358,13 +359,13 @@ class _Finisher:
             if verdict.equivalent:
                 self.solved.add(problem.id)
         if deposit:
-            self.deposits.put((job, k, result, verdict))
+            self.deposits.put((job, k, result, answered))
         else:
-            self._record(job, k, result, verdict)
+            self._record(job, k, result, answered)
 
-    def _record(self, job: AttemptJob, k: int, result: AttemptResult, verdict: Verdict) -> None:
+    def _record(self, job: AttemptJob, k: int, result: AttemptResult, answered: Answered) -> None:
         with self.clock.phase("record"):
-            record(self.env, attempt_record(result, verdict, run_id=self.run_id, problem_id=job.problem.id,
+            record(self.env, attempt_record(result, answered, run_id=self.run_id, problem_id=job.problem.id,
                                             attempt_index=k, route=job.tag),
                    graft_records(result))
 
@@ -372,13 +373,13 @@ class _Finisher:
         """Deposit what the thread found verified (on this, the model's, thread), then record those attempts."""
         while True:
             try:
-                job, k, result, verdict = self.deposits.get_nowait()
+                job, k, result, answered = self.deposits.get_nowait()
             except queue.Empty:
                 return
             with self.clock.phase("deposit"):
-                deposit_own(self.env, job.problem, result, self.deposited_by, self.cfg.verifier, verdict)
+                deposit_own(self.env, job.problem, result, answered, self.deposited_by, self.cfg.verifier)
             ctx = contextvars.copy_context()
-            self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, verdict))
+            self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, answered))
 
     def close(self) -> None:
         """Wait for every verification and record (depositing as they ask); raise the first failure."""

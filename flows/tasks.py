@@ -22,7 +22,7 @@ from flywheel.router import RouterConfig
 if TYPE_CHECKING:
     from flywheel.engine import Engine
     from flywheel.library import Library
-    from verifiers import Verdict, VerifierConfig
+    from verifiers import Answered, VerifierConfig
 
 
 def _transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -158,27 +158,30 @@ def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int)
     return lib.route(eng, problem.text, members=near_members)
 
 
-def verify(problem: Problem, answer: str | None, config: VerifierConfig | None = None) -> Verdict:
-    """Check the answer against the reference (or by substitution when there is none), under `config`.
+def verify(problem: Problem, result: AttemptResult, config: VerifierConfig | None = None) -> Answered:
+    """The answer the attempt's text states and its verdict (against the reference, or by substitution
+    when there is none), under `config`: one bounded request to the verifier's worker, which does the
+    extraction too (the text is never parsed in this process), once per attempt.
 
     A plain call, not a Prefect task: it has no side effect to track or retry, and a pass makes one
     per attempt (the attempt's record, a task, carries the verdict).
     """
-    return problem.check(answer, config=config)
+    return problem.check_output(result.text, result.mode, config=config)
 
 
 @task(name="deposit", **CATALOG_WRITE)
-def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by: str,
-                verifier: VerifierConfig | None = None, verdict: Verdict | None = None) -> str | None:
-    """Deposit the model's own verified solution if new; `verdict` is the pass's own on it (under the
-    run's `verifier` settings), so the answer is not checked twice (`Library.deposit` says when it is)."""
+def deposit_own(env: Env, problem: Problem, result: AttemptResult, answered: Answered, deposited_by: str,
+                verifier: VerifierConfig | None = None) -> str | None:
+    """Deposit the model's own verified solution if new; `answered` is the pass's own answer and verdict
+    on it (under the run's `verifier` settings), so the answer is not checked twice (`Library.deposit`
+    says when it is)."""
     eng, lib = env.engine(), env.open_library()
-    if result.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
+    if answered.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
     with runtime.model_lock(eng):
         try:
-            dep = lib.deposit(eng, problem, solution_of(result) or result.text, result.answer,
-                              deposited_by=deposited_by, verifier=verifier, verdict=verdict)
+            dep = lib.deposit(eng, problem, solution_of(result) or result.text, answered.answer,
+                              deposited_by=deposited_by, verifier=verifier, verdict=answered.verdict)
         except DepositRefusedError:
             return None
     return dep.artifact_sha256
@@ -192,16 +195,18 @@ def graft_records(result: AttemptResult) -> list[GraftRecord]:
     return grafts
 
 
-def attempt_record(result: AttemptResult, verdict: Verdict, *, run_id: str, problem_id: str,
+def attempt_record(result: AttemptResult, answered: Answered, *, run_id: str, problem_id: str,
                    attempt_index: int, route: RouteDecision) -> AttemptRecord:
-    """The catalog record of one finished attempt: its route, exact token accounting, energy and verdict."""
+    """The catalog record of one finished attempt: its route, exact token accounting, energy, and the
+    answer and verdict the verifier's worker found in its text."""
+    verdict = answered.verdict
     return AttemptRecord(
         run_id=run_id, problem_id=problem_id, attempt_index=attempt_index, route=route.kind,
         budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
         grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
         prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
         decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens,
-        budget_exhausted=result.budget_exhausted, answer=storable(result.answer),
+        budget_exhausted=result.budget_exhausted, answer=storable(answered.answer),
         verified=verdict.equivalent, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
         energy_joules=result.energy_joules, energy_source=result.energy_source,
         logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),

@@ -11,7 +11,6 @@ graft is an outcome too: its reason is kept and the attempt runs ungrafted.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -33,6 +32,7 @@ from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
 from flywheel.kv.artifact import logits_sha256
 from flywheel.prompts import AttemptMode, attempt_suffix, plain_prompt
+from verifiers.extract import FINAL_LINE
 
 if TYPE_CHECKING:
     from flywheel.energy import EnergyMeter
@@ -45,8 +45,6 @@ _T = TypeVar("_T")
 #: Sampling temperature when attempts > 1 (attempt 0 of a single-attempt run is greedy).
 SAMPLE_TEMPERATURE = 0.7
 
-_FINAL_LINE = re.compile(r"final answer\s*[:：]\s*(\S[^\n]*)\n", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class SolveStop(StopRule):
@@ -56,7 +54,7 @@ class SolveStop(StopRule):
 
     def should_stop(self, engine: Engine, produced: list[int]) -> bool:
         text = engine.decode_text(produced[-64:]) if len(produced) > 64 else engine.decode_text(produced)
-        return bool(_FINAL_LINE.search(text)) or "\nProblem:" in text
+        return bool(FINAL_LINE.search(text)) or "\nProblem:" in text
 
 
 @dataclass(frozen=True)
@@ -69,10 +67,13 @@ class RefusedGraft:
 
 @dataclass(frozen=True)
 class AttemptResult:
-    """What one attempt produced and cost; `text` is the raw decoded continuation."""
+    """What one attempt produced and cost; `text` is the raw decoded continuation.
+
+    It holds no answer: the answer `text` states is extracted inside the verifier's bounded worker,
+    with the verdict on it (`Problem.check_output`), never from untrusted text in this process.
+    """
 
     text: str
-    answer: str | None
     mode: AttemptMode
     grafted_artifact: str | None
     restored_tokens: int
@@ -111,21 +112,6 @@ def apportion(total: int, forks: int, fork: int) -> int:
     if forks <= 1:
         return total
     return total // forks + (1 if fork < total % forks else 0)
-
-
-def extract(text: str, mode: AttemptMode) -> str | None:
-    """The answer in a continuation: the first line in `answer` mode, the final-answer line in `solve`."""
-    import verifiers
-
-    if mode == "answer":
-        line = text.strip().splitlines()[0].strip() if text.strip() else ""
-        return (verifiers.extract_answer(line) or line.rstrip(".")) or None
-    m = _FINAL_LINE.search(text + "\n")
-    if m:
-        return verifiers.extract_answer("Final answer: " + m.group(1)) or m.group(1).strip().rstrip(".")
-    if re.search(r"answer|boxed", text, re.IGNORECASE):  # a cut-off solution may still state it
-        return verifiers.extract_answer(text)
-    return None  # prose without a stated answer has no answer (a stray number is not one)
 
 
 @dataclass
@@ -191,13 +177,13 @@ def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, 
 def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOutcome, *, budget: int,
                    seed: int | None, temperature: float, wall_seconds: float, shared_by: int = 1,
                    fork: int = 0) -> AttemptResult:
-    """The `AttemptResult` of one decoded attempt: text, extracted answer, exact token accounting.
+    """The `AttemptResult` of one decoded attempt: its text and mode, exact token accounting.
 
     `shared_by` forks (this one at place `fork`) shared `prepared`; a zero-budget attempt shares nothing.
     """
     text = engine.decode_text(outcome.tokens)
     return AttemptResult(
-        text=text, answer=extract(text, prepared.mode) if outcome.tokens else None, mode=prepared.mode,
+        text=text, mode=prepared.mode,
         grafted_artifact=prepared.grafted, restored_tokens=prepared.restored_tokens if budget > 0 else 0,
         prefill_tokens=prepared.prefill_tokens if budget > 0 else 0,
         decode_tokens=len(outcome.tokens) - outcome.tool_tokens, tool_tokens=outcome.tool_tokens, budget=budget,
@@ -223,7 +209,7 @@ def run_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *
     Returns:
         the `AttemptResult`, including any refused graft and why.
 
-    Example: `run_attempt(engine, lib, p, route="exact", artifact_sha=sha, budget=160).answer` -> `"239"`.
+    Example: `run_attempt(engine, lib, p, route="exact", artifact_sha=sha, budget=160).text` -> `"239\n"`.
     """
     results = solve_many(engine, library, [AttemptJob(problem, route, artifact_sha,
                                                       [PlannedAttempt(0, budget, seed)], temperature)], slots=1)
@@ -332,5 +318,5 @@ class _Ticket:
 def solution_of(result: AttemptResult) -> str:
     """The worked solution part of a `solve` continuation (what a self-deposit stores)."""
     text = result.text
-    m = _FINAL_LINE.search(text + "\n")
+    m = FINAL_LINE.search(text + "\n")
     return (text[:m.start()] if m else text).strip()

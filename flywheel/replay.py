@@ -110,10 +110,11 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         job = AttemptJob(problem, row.route, row.grafted_artifact_sha,  # type: ignore[arg-type]
                          [PlannedAttempt(row.attempt_index, row.budget, row.seed)], temperature, calculator=tool is not None)
         _, _, result = next(solve_many(engine, library, [job], slots=1))
-        verdict = problem.check(result.answer, config=verifier)
+        answered = problem.check_output(result.text, result.mode, config=verifier)
+        verdict = answered.verdict
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,
                     "tool_tokens": result.tool_tokens,
-                    "answer": result.answer, "verified": verdict.equivalent, "verdict_status": verdict.status,
+                    "answer": answered.answer, "verified": verdict.equivalent, "verdict_status": verdict.status,
                     "stop_reason": result.stop_reason, "grafted_artifact_sha": result.grafted_artifact}
         if row.text is not None:   # rows before 0003 kept no text (and no stop reason): not compared
             replayed["text"] = bounded_text(result.text)
