@@ -181,6 +181,8 @@ def new_run_id() -> str:
 
 
 AttemptKey = tuple[str, int]   # (problem id, attempt index)
+#: `on_problem(problem_id, note)`: a problem's attempts all finished; `note` says how fast decoding goes.
+ProblemDone = Callable[[str, str], None]
 
 
 class Grants(Protocol):
@@ -243,27 +245,27 @@ class FixedGrants:
 
 def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
              done: set[AttemptKey], solved: set[str], ledger: Grants,
-             on_problem: Callable[[str, float], None] | None = None, clock: PhaseClock | None = None) -> float:
+             on_problem: ProblemDone | None = None, clock: PhaseClock | None = None) -> float:
     """Route, attempt, verify, deposit and record the pending attempts of `problems` on decode slots.
 
     The phases, each a function of its own: `route_and_grant` (as a slot frees), the decode loop
     (`solve_many`), and `_Finisher` (verify and record on a thread of their own, off the decode
     loop's critical path; a deposit, which needs the model, back on this thread between steps).
-    Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, tokens_per_s)`
-    is called as each problem's attempts are all finished (or it had nothing to do); `clock`
-    collects where the time went.
+    Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, note)` is
+    called as each problem's attempts are all finished (or it had nothing to do), `note` the
+    decoder's last progress note (its decode rate); `clock` collects where the time went.
     """
     eng, lib = env.engine(), env.open_library()
     clock = clock or PhaseClock()
     open_forks: dict[str, int] = {}
-    rate = [0.0]
+    note = [""]
 
     def skipped(problem_id: str) -> None:
         if on_problem:
-            on_problem(problem_id, rate[0])
+            on_problem(problem_id, note[0])
 
-    def speed(finished: int, tokens: int, per_s: float) -> None:
-        rate[0] = per_s
+    def speed(finished: int, total: int | None, said: str) -> None:
+        note[0] = said
 
     jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=skipped)
     model_seconds = 0.0
@@ -278,7 +280,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
                 finisher.deposit_ready()
                 open_forks[job.problem.id] -= 1
                 if open_forks[job.problem.id] == 0 and on_problem:
-                    on_problem(job.problem.id, rate[0])
+                    on_problem(job.problem.id, note[0])
         finally:
             finisher.close()
     return model_seconds
@@ -587,14 +589,13 @@ class _Progress:
         self.total, self.done = total, 0
         self.logger = publish_run.run_logger()
 
-    def __call__(self, problem_id: str, tokens_per_s: float | None = None) -> None:
+    def __call__(self, problem_id: str, note: str = "") -> None:
         self.done += 1
         if self.logger is not None:
             self.logger.info("problem %d/%d finished: %s%s", self.done, self.total, problem_id,
-                             f" ({tokens_per_s:.0f} decode tok/s)" if tokens_per_s else "")
+                             f" ({note})" if note else "")
         if runtime.progress_hook is not None:
-            label = problem_id if not tokens_per_s else f"{problem_id} · {tokens_per_s:.0f} decode tok/s"
-            runtime.progress_hook(self.done, self.total, label)
+            runtime.progress_hook(self.done, self.total, f"{problem_id} · {note}" if note else problem_id)
 
 
 def summarize(lib: Library, run_id: str, flow_run_id: str | None, spec: str, set_hash: str,

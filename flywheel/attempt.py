@@ -23,11 +23,10 @@ from flywheel.decode import (
     DEFAULT_SLOTS,
     BatchDecoder,
     DecodeOutcome,
-    DecodeProgress,
     DecodeRequest,
     StopReason,
 )
-from flywheel.domain import RouteKind
+from flywheel.domain import Progress, RouteKind
 from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
 from flywheel.kv.artifact import logits_sha256
@@ -242,7 +241,7 @@ class AttemptJob:
 
 def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob], *,
                slots: int = DEFAULT_SLOTS, meter: EnergyMeter | None = None,
-               progress: DecodeProgress | None = None,
+               progress: Progress | None = None,
                clock: PhaseClock | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
     """Attempt every job's attempts on `slots` decode slots; yields (job, attempt index, result) as each ends.
 

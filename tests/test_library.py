@@ -48,7 +48,7 @@ class Ticks:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int]] = []
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int | None, note: str) -> None:
         self.calls.append((done, total))
 
 

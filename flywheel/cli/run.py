@@ -85,7 +85,7 @@ def _progress(enabled: bool) -> Iterator[None]:
         return
     bar: Any = None
 
-    def hook(done: int, total: int, problem_id: str) -> None:
+    def hook(done: int, total: int | None, problem_id: str) -> None:
         nonlocal bar
         if bar is None:
             bar = click.progressbar(length=total, label="solving", file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
