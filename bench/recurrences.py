@@ -85,7 +85,7 @@ def run_model(model: str, candidates: list[Problem], args: argparse.Namespace) -
             answered = job.problem.check_output(result.text, result.mode)
             rows.append({"problem_id": job.problem.id, "verified": answered.verdict.equivalent, "answer": answered.answer,
                          "reference": job.problem.reference, "decode_tokens": result.decode_tokens,
-                         "mode": result.mode, "text": result.text, "grafted": result.grafted_artifact is not None})
+                         "mode": result.mode, "text": result.text, "grafted": result.grafted_artifact_sha is not None})
         wall = time.perf_counter() - t0
     if not all(r["grafted"] and r["mode"] == "answer" for r in rows):
         raise SystemExit(f"{model}: an attempt ran without its graft")

@@ -231,7 +231,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": a.answer,
              "verified": a.verdict.equivalent, "decode_tokens": r.decode_tokens,
              "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,
-             "artifact_sha256": r.grafted_artifact, "logits_sha256": r.logits_sha256} for p, r, a in checked]
+             "artifact_sha256": r.grafted_artifact_sha, "logits_sha256": r.logits_sha256} for p, r, a in checked]
     budget_tokens = len(selected) * k * budget
     graft_decode = sum(r["decode_tokens"] for r in rows)
     return {"mode": "paper-scale", "model": model, "fingerprint": engine.fingerprint.digest,

@@ -190,8 +190,8 @@ def deposit_own(env: Env, problem: Problem, result: AttemptResult, answered: Ans
 def graft_records(result: AttemptResult) -> list[GraftRecord]:
     """The grafts an attempt tried, as catalog records: each refused one with its reason, then the one that loaded."""
     grafts = [GraftRecord(r.artifact, "refused", r.reason) for r in result.refused]
-    if result.grafted_artifact:
-        grafts.append(GraftRecord(result.grafted_artifact, "ok", None, result.restored_tokens))
+    if result.grafted_artifact_sha:
+        grafts.append(GraftRecord(result.grafted_artifact_sha, "ok", None, result.restored_tokens))
     return grafts
 
 
@@ -203,7 +203,7 @@ def attempt_record(result: AttemptResult, answered: Answered, *, run_id: str, pr
     return AttemptRecord(
         run_id=run_id, problem_id=problem_id, attempt_index=attempt_index, route=route.kind,
         budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
-        grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
+        grafted_artifact_sha=result.grafted_artifact_sha, prompt_tokens=result.prefill_tokens,
         prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
         decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens,
         budget_exhausted=result.budget_exhausted, answer=storable(answered.answer),

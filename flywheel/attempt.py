@@ -74,7 +74,7 @@ class AttemptResult:
 
     text: str
     mode: AttemptMode
-    grafted_artifact: str | None
+    grafted_artifact_sha: str | None   # the artifact that loaded (None: ungrafted), as the catalog names it
     restored_tokens: int
     prefill_tokens: int
     decode_tokens: int
@@ -125,7 +125,7 @@ class PreparedAttempt:
     mode: AttemptMode
     cache: DynamicCache | None       # None when the budget is 0 (no model work at all)
     logits: torch.Tensor | None      # (vocab,) next-token logits after the prompt
-    grafted: str | None
+    grafted_artifact_sha: str | None
     restored_tokens: int
     prefill_tokens: int
     refused: list[RefusedGraft]
@@ -183,7 +183,7 @@ def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOut
     text = engine.decode_text(outcome.tokens)
     return AttemptResult(
         text=text, mode=prepared.mode,
-        grafted_artifact=prepared.grafted, restored_tokens=prepared.restored_tokens if budget > 0 else 0,
+        grafted_artifact_sha=prepared.grafted_artifact_sha, restored_tokens=prepared.restored_tokens if budget > 0 else 0,
         prefill_tokens=prepared.prefill_tokens if budget > 0 else 0,
         decode_tokens=len(outcome.tokens) - outcome.tool_tokens, tool_tokens=outcome.tool_tokens, budget=budget,
         budget_exhausted=outcome.stop_reason == "budget", wall_seconds=wall_seconds,

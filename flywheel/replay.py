@@ -115,7 +115,7 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,
                     "tool_tokens": result.tool_tokens,
                     "answer": answered.answer, "verified": verdict.equivalent, "verdict_status": verdict.status,
-                    "stop_reason": result.stop_reason, "grafted_artifact_sha": result.grafted_artifact}
+                    "stop_reason": result.stop_reason, "grafted_artifact_sha": result.grafted_artifact_sha}
         if row.text is not None:   # rows before 0003 kept no text (and no stop reason): not compared
             replayed["text"] = bounded_text(result.text)
         differences = [f"{key}: recorded {getattr(row, key)!r}, replayed {value!r}"

@@ -79,7 +79,7 @@ def test_a_zero_budget_is_exhausted_without_running_the_model(tiny_gemma: Engine
 
 def test_an_ungrafted_attempt_accounts_for_every_token(tiny_gemma: Engine) -> None:
     r = run_attempt(tiny_gemma, None, PROBLEM, route="none", artifact_sha=None, budget=6)
-    assert r.grafted_artifact is None and r.restored_tokens == 0 and r.refused == []
+    assert r.grafted_artifact_sha is None and r.restored_tokens == 0 and r.refused == []
     assert r.prefill_tokens == len(tiny_gemma.encode(plain_prompt(PROBLEM.text, "solve")))
     assert 1 <= r.decode_tokens <= 6
     assert r.budget_exhausted == (r.stop_reason == "budget")

@@ -207,7 +207,7 @@ def show(ctx: click.Context, artifact_id: str) -> None:
 @library.command("verify")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool) -> None:
+def scan(ctx: click.Context, as_json: bool) -> None:
     """Re-hash every artifact and compare catalog, store and index; exit 1 naming each disagreement.
 
     Reports missing or corrupt files, files without a catalog row, and index entries the

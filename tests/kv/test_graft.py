@@ -8,7 +8,7 @@ from transformers import DynamicCache
 
 from flywheel.engine import Engine
 from flywheel.kv import Artifact, capture, graft, logits_sha256, parse_artifact
-from flywheel.kv.verify import corpus_ids
+from flywheel.kv.exactness import corpus_ids
 from flywheel.testing import TINY_SLIDING_WINDOW
 
 CONT = 6
