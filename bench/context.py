@@ -47,7 +47,7 @@ from procmem import release_free_memory, status_kb  # bench/procmem.py
 from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 from flywheel.engine import Engine, EngineSettings
 from flywheel.kv import capture, logits_sha256, parse_artifact
-from flywheel.kv.verify import corpus_ids
+from flywheel.kv.exactness import corpus_ids
 from flywheel.library import Library
 from flywheel.testing import build_tiny_model
 

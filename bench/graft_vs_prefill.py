@@ -52,7 +52,7 @@ from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from flywheel.engine import Engine, EngineSettings
 from flywheel.kv import capture, graft, logits_sha256, read_artifact
-from flywheel.kv.verify import corpus_ids
+from flywheel.kv.exactness import corpus_ids
 from flywheel.library import Library
 
 DEFAULT_TOKENS = [256, 1024, 2048, 4096]

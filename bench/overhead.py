@@ -89,11 +89,11 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
     rows = []
     for problem in problems:
         t0 = clock()
-        decision = route_problem.fn(env, problem, False)
+        decision = route_problem.fn(env, problem, False, 1)
         t1 = clock()
         result = run_attempt(engine, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha, budget=budget)
         t2 = clock()
-        verdict = verify(problem, result.answer)
+        verdict = verify(problem, result)
         t3 = clock()
         record.fn(env, attempt_record(result, verdict, run_id=run_id, problem_id=problem.id, attempt_index=0,
                                       route=decision), graft_records(result))

@@ -93,7 +93,7 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
     return {"problems": len(problems), "requests": len(requests), "decode_tokens": tokens, "decode_wall_s": wall,
             "tokens_per_s": tokens / wall, "step_s": decoder.model_seconds, "pick_s": decoder.pick_seconds,
             "admit_s": decoder.admit_seconds, "steps": decoder.steps, "prepare_s": prepare_s,
-            "grafted": sum(pa.grafted is not None for pa in prepared),
+            "grafted": sum(pa.grafted_artifact_sha is not None for pa in prepared),
             "context_tokens_median": statistics.median(contexts), "context_tokens_max": max(contexts)}
 
 

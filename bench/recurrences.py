@@ -33,7 +33,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-from flywheel.attempt import AttemptJob, solve_many  # noqa: E402
+from flywheel.attempt import AttemptJob, PlannedAttempt, solve_many  # noqa: E402
 from flywheel.engine import Engine  # noqa: E402
 from flywheel.errors import DepositRefusedError  # noqa: E402
 from flywheel.library import Library  # noqa: E402
@@ -78,14 +78,14 @@ def run_model(model: str, candidates: list[Problem], args: argparse.Namespace) -
             if route.kind != "exact":   # the router must find the recurrence, or the bench measures nothing
                 raise SystemExit(f"{model}: {p.id} routed {route.kind}, not exact")
             champ += p.source == "champ"
-            jobs.append(AttemptJob(p, "exact", route.artifact_sha, [(0, args.budget, None)]))
+            jobs.append(AttemptJob(p, "exact", route.artifact_sha, [PlannedAttempt(0, args.budget, None)]))
         t0 = time.perf_counter()
         rows: list[dict[str, Any]] = []
         for job, _, result in solve_many(engine, lib, jobs, slots=args.slots):
-            verdict = job.problem.check(result.answer)
-            rows.append({"problem_id": job.problem.id, "verified": verdict.equivalent, "answer": result.answer,
+            answered = job.problem.check_output(result.text, result.mode)
+            rows.append({"problem_id": job.problem.id, "verified": answered.verdict.equivalent, "answer": answered.answer,
                          "reference": job.problem.reference, "decode_tokens": result.decode_tokens,
-                         "mode": result.mode, "text": result.text, "grafted": result.grafted_artifact is not None})
+                         "mode": result.mode, "text": result.text, "grafted": result.grafted_artifact_sha is not None})
         wall = time.perf_counter() - t0
     if not all(r["grafted"] and r["mode"] == "answer" for r in rows):
         raise SystemExit(f"{model}: an attempt ran without its graft")

@@ -45,7 +45,7 @@ from typing import Any  # noqa: E402
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
 from flows.demo import write_set  # noqa: E402
 from flywheel import config  # noqa: E402
-from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many  # noqa: E402
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many  # noqa: E402
 from flywheel.energy import EnergyMeter, Reading  # noqa: E402
 from flywheel.engine import Engine  # noqa: E402
 from flywheel.library import Library  # noqa: E402
@@ -194,7 +194,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     for start in range(0, len(champ), chunk):
         if len(selected) >= PAPER_PROBLEMS:
             break
-        jobs = [AttemptJob(p, "none", None, [(i, budget, i) for i in range(k)], temp, tag=p.id)
+        jobs = [AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp, tag=p.id)
                 for p in champ[start:start + chunk]]
         got: dict[str, list[Any]] = {j.problem.id: [] for j in jobs}
         for job, _, r in solve_many(engine, None, jobs, slots=min(args.slots, k * len(jobs))):
@@ -204,7 +204,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
             if len(selected) >= PAPER_PROBLEMS:
                 break
             decoded = sum(r.decode_tokens for r in results)
-            solved = any(p.check(r.answer).equivalent for r in results)
+            solved = any(p.check_output(r.text, r.mode).verdict.equivalent for r in results)
             spent += decoded
             scanned.append({"problem_id": p.id, "solved": solved, "decode_tokens": decoded,
                             "logits_sha256": sorted({r.logits_sha256 for r in results if r.logits_sha256})})
@@ -221,16 +221,17 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
         jobs = []
         for p in selected:
             route = lib.route(engine, p.text)
-            jobs.append(AttemptJob(p, route.kind, route.artifact_sha, [(0, RECURRENCE_BUDGET, None)]))
+            jobs.append(AttemptJob(p, route.kind, route.artifact_sha, [PlannedAttempt(0, RECURRENCE_BUDGET, None)]))
         t1 = time.perf_counter()
         meter.start()
         grafted = [(j.problem, r) for j, _, r in solve_many(engine, lib, jobs, slots=args.slots)]
         with_graft = meter.stop()
         graft_wall = time.perf_counter() - t1
-    rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": r.answer,
-             "verified": p.check(r.answer).equivalent, "decode_tokens": r.decode_tokens,
+    checked = [(p, r, p.check_output(r.text, r.mode)) for p, r in grafted]
+    rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": a.answer,
+             "verified": a.verdict.equivalent, "decode_tokens": r.decode_tokens,
              "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,
-             "artifact_sha256": r.grafted_artifact, "logits_sha256": r.logits_sha256} for p, r in grafted]
+             "artifact_sha256": r.grafted_artifact_sha, "logits_sha256": r.logits_sha256} for p, r, a in checked]
     budget_tokens = len(selected) * k * budget
     graft_decode = sum(r["decode_tokens"] for r in rows)
     return {"mode": "paper-scale", "model": model, "fingerprint": engine.fingerprint.digest,

@@ -95,7 +95,8 @@ def one_at_a_time(engine: Engine, texts: list[str], budget: int) -> dict[str, An
 
 def batched(engine: Engine, texts: list[str], budget: int, slots: int) -> dict[str, Any]:
     """Decode every text on `slots` slots; also returns each problem's extracted answer, in input order."""
-    from flywheel.attempt import SolveStop, extract
+    from flywheel.attempt import SolveStop
+    from verifiers import answer_in_output
 
     def requests() -> Any:
         for i, text in enumerate(texts):
@@ -109,7 +110,7 @@ def batched(engine: Engine, texts: list[str], budget: int, slots: int) -> dict[s
     answers: list[str | None] = [None] * len(texts)
     produced: list[list[int]] = [[] for _ in texts]
     for o in outs:  # extracted after timing: not part of the decode figures
-        answers[o.tag], produced[o.tag] = extract(engine.decode_text(o.tokens), "solve"), o.tokens
+        answers[o.tag], produced[o.tag] = answer_in_output(engine.decode_text(o.tokens), "solve"), o.tokens
     return {"tokens": sum(len(o.tokens) for o in outs), "decode_s": decoder.model_seconds, "wall_s": wall,
             "steps": decoder.steps, "answers": answers,
             # every problem's tokens in input order: equal across B for one dtype (slot bits ignore B)

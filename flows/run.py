@@ -36,7 +36,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prefect import flow, task
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -58,13 +58,13 @@ from flows.tasks import (
     verify,
 )
 from flywheel import calculator, config, grounding
-from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, solve_many
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, PlannedAttempt, solve_many
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
 from flywheel.router import RouterConfig
 from flywheel.timing import PhaseClock
-from verifiers import Verdict, VerifierConfig
+from verifiers import Answered, VerifierConfig
 
 if TYPE_CHECKING:
     from prefect_dask import DaskTaskRunner
@@ -95,8 +95,8 @@ class RunConfig(BaseModel):
     model: str = Field(default_factory=lambda: config.model_name())
     library: str = Field(default_factory=lambda: str(config.library_root()))
     db_url: str | None = None
-    task_runner: config.TaskRunnerKind = Field(config.DEFAULT_TASK_RUNNER, description="thread: problems one after another in this "
-                                        "process; dask: one Prefect task per problem on Dask worker processes")
+    task_runner: config.TaskRunnerKind = Field(config.DEFAULT_TASK_RUNNER, description="thread: the pass in this "
+                                        "process; dask: one Prefect task per shard of problems on Dask worker processes")
     dask_address: str | None = Field(None, description="scheduler of an existing Dask cluster, e.g. "
                                      "tcp://dask-scheduler:8786 (default: a temporary local cluster)")
     dask_workers: int = Field(config.DEFAULT_DASK_WORKERS, ge=1,
@@ -183,23 +183,40 @@ def new_run_id() -> str:
     return f"run-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
+AttemptKey = tuple[str, int]   # (problem id, attempt index)
+#: `on_problem(problem_id, note)`: a problem's attempts all finished; `note` says how fast decoding goes.
+ProblemDone = Callable[[str, str], None]
+
+
+class Grants(Protocol):
+    """Where an attempt's decode budget comes from as it takes a slot, and where what it used goes."""
+
+    def grant(self, key: AttemptKey) -> int:
+        """Tokens attempt `key` may decode (0: it is recorded as exhausted without running)."""
+        ...
+
+    def settle(self, *, granted: int, used: int) -> None:
+        """Attempt granted `granted` tokens finished having decoded `used` of them."""
+        ...
+
+
 class BudgetLedger:
     """Decode budget per attempt, granted as attempts take a slot, so the run never overspends.
 
     Every running attempt counts as spending its whole grant until it finishes; then what it
-    really used is spent and the rest returns to the pool.
+    really used is spent and the rest returns to the pool. Which attempt asks does not matter.
 
         >>> ledger = BudgetLedger(budget=4, run_budget=6, spent=0)
-        >>> [ledger.grant(), ledger.grant(), ledger.grant()]
+        >>> [ledger.grant(("a", 0)), ledger.grant(("b", 0)), ledger.grant(("c", 0))]
         [4, 2, 0]
-        >>> ledger.settle(granted=4, used=1); ledger.grant()
+        >>> ledger.settle(granted=4, used=1); ledger.grant(("c", 0))
         3
     """
 
     def __init__(self, budget: int, run_budget: int | None, spent: int) -> None:
         self.budget, self.run_budget, self.spent, self.outstanding = budget, run_budget, spent, 0
 
-    def grant(self) -> int:
+    def grant(self, key: AttemptKey) -> int:
         if self.run_budget is None:
             return self.budget
         granted = max(0, min(self.budget, self.run_budget - self.spent - self.outstanding))
@@ -212,40 +229,46 @@ class BudgetLedger:
         self.spent += used
 
 
-class FixedGrants(BudgetLedger):
-    """Grants decided up front (a Dask shard): attempt (problem id, k) gets `grants[...]`."""
+class FixedGrants:
+    """Grants decided up front (a Dask shard, `grant_budgets`): attempt `key` gets `grants[key]`, others 0.
 
-    def __init__(self, grants: dict[tuple[str, int], int]) -> None:
-        super().__init__(0, None, 0)
+        >>> FixedGrants({("a", 0): 5}).grant(("a", 0)), FixedGrants({("a", 0): 5}).grant(("b", 0))
+        (5, 0)
+    """
+
+    def __init__(self, grants: dict[AttemptKey, int]) -> None:
         self.grants = grants
 
-    def grant_for(self, key: tuple[str, int]) -> int:
+    def grant(self, key: AttemptKey) -> int:
         return self.grants.get(key, 0)
+
+    def settle(self, *, granted: int, used: int) -> None:
+        """Nothing returns to a pool: every grant was fixed before the shard started."""
 
 
 def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
-             done: set[tuple[str, int]], solved: set[str], ledger: BudgetLedger,
-             on_problem: Callable[[str, float], None] | None = None, clock: PhaseClock | None = None) -> float:
+             done: set[AttemptKey], solved: set[str], ledger: Grants,
+             on_problem: ProblemDone | None = None, clock: PhaseClock | None = None) -> float:
     """Route, attempt, verify, deposit and record the pending attempts of `problems` on decode slots.
 
     The phases, each a function of its own: `route_and_grant` (as a slot frees), the decode loop
     (`solve_many`), and `_Finisher` (verify and record on a thread of their own, off the decode
     loop's critical path; a deposit, which needs the model, back on this thread between steps).
-    Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, tokens_per_s)`
-    is called as each problem's attempts are all finished (or it had nothing to do); `clock`
-    collects where the time went.
+    Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, note)` is
+    called as each problem's attempts are all finished (or it had nothing to do), `note` the
+    decoder's last progress note (its decode rate); `clock` collects where the time went.
     """
     eng, lib = env.engine(), env.open_library()
     clock = clock or PhaseClock()
     open_forks: dict[str, int] = {}
-    rate = [0.0]
+    note = [""]
 
     def skipped(problem_id: str) -> None:
         if on_problem:
-            on_problem(problem_id, rate[0])
+            on_problem(problem_id, note[0])
 
-    def speed(finished: int, tokens: int, per_s: float) -> None:
-        rate[0] = per_s
+    def speed(finished: int, total: int | None, said: str) -> None:
+        note[0] = said
 
     jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=skipped)
     model_seconds = 0.0
@@ -260,14 +283,14 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
                 finisher.deposit_ready()
                 open_forks[job.problem.id] -= 1
                 if open_forks[job.problem.id] == 0 and on_problem:
-                    on_problem(job.problem.id, rate[0])
+                    on_problem(job.problem.id, note[0])
         finally:
             finisher.close()
     return model_seconds
 
 
-def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done: set[tuple[str, int]],
-                    solved: set[str], ledger: BudgetLedger, *, clock: PhaseClock,
+def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done: set[AttemptKey],
+                    solved: set[str], ledger: Grants, *, clock: PhaseClock,
                     skipped: Callable[[str], None]) -> Iterator[AttemptJob]:
     """The pass's jobs, lazily: each pending problem routed and its attempts granted budgets as a slot frees.
 
@@ -288,7 +311,8 @@ def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done:
             if not pending:
                 skipped(problem.id)
                 continue
-        attempts = [(k, _grant(ledger, problem.id, k), cfg.seed + k if sampled and not recurrence else None)
+        seeded = sampled and not recurrence
+        attempts = [PlannedAttempt(k, ledger.grant((problem.id, k)), cfg.seed + k if seeded else None)
                     for k in pending]
         yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
                          SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision,
@@ -320,7 +344,7 @@ class _Finisher:
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="flywheel-finish")
         self.futures: list[Future[None]] = []
-        self.deposits: queue.SimpleQueue[tuple[AttemptJob, int, AttemptResult, Verdict]] = queue.SimpleQueue()
+        self.deposits: queue.SimpleQueue[tuple[AttemptJob, int, AttemptResult, Answered]] = queue.SimpleQueue()
 
     def submit(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
         self._raise_failures()
@@ -330,7 +354,8 @@ class _Finisher:
     def _verify(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
         problem, decision = job.problem, job.tag
         with self.clock.phase("verify"):
-            verdict = verify(problem, result.answer, self.cfg.verifier)
+            answered = verify(problem, result, self.cfg.verifier)
+        verdict = answered.verdict
         with self.lock:
             deposit = (verdict.equivalent and self.cfg.deposit and decision.kind != "exact"
                        and problem.id not in self.deposited and problem.id not in self.solved)
@@ -339,13 +364,13 @@ class _Finisher:
             if verdict.equivalent:
                 self.solved.add(problem.id)
         if deposit:
-            self.deposits.put((job, k, result, verdict))
+            self.deposits.put((job, k, result, answered))
         else:
-            self._record(job, k, result, verdict)
+            self._record(job, k, result, answered)
 
-    def _record(self, job: AttemptJob, k: int, result: AttemptResult, verdict: Verdict) -> None:
+    def _record(self, job: AttemptJob, k: int, result: AttemptResult, answered: Answered) -> None:
         with self.clock.phase("record"):
-            record(self.env, attempt_record(result, verdict, run_id=self.run_id, problem_id=job.problem.id,
+            record(self.env, attempt_record(result, answered, run_id=self.run_id, problem_id=job.problem.id,
                                             attempt_index=k, route=job.tag),
                    graft_records(result))
 
@@ -353,14 +378,14 @@ class _Finisher:
         """Deposit what the thread found verified (on this, the model's, thread), then record those attempts."""
         while True:
             try:
-                job, k, result, verdict = self.deposits.get_nowait()
+                job, k, result, answered = self.deposits.get_nowait()
             except queue.Empty:
                 return
             with self.clock.phase("deposit"):
-                deposit_own(self.env, job.problem, result, self.deposited_by, self.cfg.verifier, verdict,
+                deposit_own(self.env, job.problem, result, answered, self.deposited_by, self.cfg.verifier,
                             route=job.tag)   # the route_and_grant phase tags each job with its route
             ctx = contextvars.copy_context()
-            self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, verdict))
+            self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, answered))
 
     def close(self) -> None:
         """Wait for every verification and record (depositing as they ask); raise the first failure."""
@@ -384,10 +409,6 @@ class _Finisher:
             else:
                 still.append(f)
         self.futures = still
-
-
-def _grant(ledger: BudgetLedger, problem_id: str, k: int) -> int:
-    return ledger.grant_for((problem_id, k)) if isinstance(ledger, FixedGrants) else ledger.grant()
 
 
 @flow(name="flywheel-run", log_prints=False, persist_result=False, validate_parameters=True)
@@ -451,7 +472,7 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Solved:
-    """What one problem's unit of work reports back from its worker."""
+    """What one shard's task reports back from its worker: the problems it finished and its model time."""
 
     problem_ids: tuple[str, ...]
     worker: str          # host:pid of the worker process
@@ -459,8 +480,8 @@ class Solved:
     model_seconds: float
 
 
-def grant_budgets(pending: Sequence[tuple[str, int]], budget: int, run_budget: int | None,
-                  spent: int) -> dict[tuple[str, int], int]:
+def grant_budgets(pending: Sequence[AttemptKey], budget: int, run_budget: int | None,
+                  spent: int) -> dict[AttemptKey, int]:
     """Decode budget per pending (problem id, attempt index), granted in order as if each spent it all.
 
     Without a run budget every attempt gets `budget`; with one, the grants add up to at most
@@ -472,7 +493,7 @@ def grant_budgets(pending: Sequence[tuple[str, int]], budget: int, run_budget: i
     if run_budget is None:
         return {key: budget for key in pending}
     left = max(0, run_budget - spent)
-    grants: dict[tuple[str, int], int] = {}
+    grants: dict[AttemptKey, int] = {}
     for key in pending:
         grants[key] = min(budget, left)
         left -= grants[key]
@@ -481,7 +502,7 @@ def grant_budgets(pending: Sequence[tuple[str, int]], budget: int, run_budget: i
 
 @task(name="solve-shard", **LOCAL)
 def solve_shard(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: list[Problem],
-                grants: dict[tuple[str, int], int]) -> Solved:
+                grants: dict[AttemptKey, int]) -> Solved:
     """One shard's pending attempts, batched on this worker's decode slots, with budgets granted up front."""
     done = {key for p in problems for key in ((p.id, k) for k in range(cfg.attempts)) if key not in grants}
     finished: list[str] = []
@@ -520,8 +541,10 @@ def _workers_see_this_api() -> Iterator[None]:
 
 
 def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
-                   done: set[tuple[str, int]], solved: set[str], spent: int) -> tuple[float, list[dict[str, Any]]]:
-    """Submit each unsolved problem as one task, gather them all; returns (model seconds, per-worker counts)."""
+                   done: set[AttemptKey], solved: set[str], spent: int) -> tuple[float, list[dict[str, Any]]]:
+    """Split the unsolved problems into one shard per worker, submit each shard as one task, gather them all.
+
+    Returns (model seconds, per-worker counts)."""
     from prefect.futures import as_completed
 
     pending = [(p.id, k) for p in problems if p.id not in solved
@@ -571,14 +594,13 @@ class _Progress:
         self.total, self.done = total, 0
         self.logger = publish_run.run_logger()
 
-    def __call__(self, problem_id: str, tokens_per_s: float | None = None) -> None:
+    def __call__(self, problem_id: str, note: str = "") -> None:
         self.done += 1
         if self.logger is not None:
             self.logger.info("problem %d/%d finished: %s%s", self.done, self.total, problem_id,
-                             f" ({tokens_per_s:.0f} decode tok/s)" if tokens_per_s else "")
+                             f" ({note})" if note else "")
         if runtime.progress_hook is not None:
-            label = problem_id if not tokens_per_s else f"{problem_id} · {tokens_per_s:.0f} decode tok/s"
-            runtime.progress_hook(self.done, self.total, label)
+            runtime.progress_hook(self.done, self.total, f"{problem_id} · {note}" if note else problem_id)
 
 
 def summarize(lib: Library, run_id: str, flow_run_id: str | None, spec: str, set_hash: str,

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from flywheel.domain import Progress
 
 if TYPE_CHECKING:
     from flywheel.energy import EnergyConfig, EnergyMeter
@@ -28,8 +29,8 @@ _libraries: dict[tuple[str, str, RouterConfig], Library] = {}
 _meters: dict[EnergyConfig | None, EnergyMeter] = {}
 _engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
 
-#: Called after each problem with (done, total, problem_id); the CLI sets it to drive its progress bar.
-Progress = Callable[[int, int, str], None]
+#: Called after each problem as `progress_hook(done, total, label)` (the problem, its decode rate); the
+#: CLI sets it to drive its progress bar.
 progress_hook: Progress | None = None
 
 

@@ -23,7 +23,7 @@ from flywheel.router import RouterConfig
 if TYPE_CHECKING:
     from flywheel.engine import Engine
     from flywheel.library import Library
-    from verifiers import Verdict, VerifierConfig
+    from verifiers import Answered, VerifierConfig
 
 
 def _transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -150,44 +150,47 @@ def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 @task(name="route", **LOCAL)
-def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int = 1) -> RouteDecision:
-    """Exact recurrence, near neighbour(s), or none (forced by --no-graft)."""
+def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int) -> RouteDecision:
+    """Exact recurrence, up to `near_members` near neighbours (the run's router setting), or none
+    (forced by --no-graft)."""
     if no_graft:
         return RouteDecision("none", None, 0.0, None)
     eng, lib = env.engine(), env.open_library()
     return lib.route(eng, problem.text, members=near_members)
 
 
-def verify(problem: Problem, answer: str | None, config: VerifierConfig | None = None) -> Verdict:
-    """Check the answer against the reference (or by substitution when there is none), under `config`.
+def verify(problem: Problem, result: AttemptResult, config: VerifierConfig | None = None) -> Answered:
+    """The answer the attempt's text states and its verdict (against the reference, or by substitution
+    when there is none), under `config`: one bounded request to the verifier's worker, which does the
+    extraction too (the text is never parsed in this process), once per attempt.
 
     A plain call, not a Prefect task: it has no side effect to track or retry, and a pass makes one
     per attempt (the attempt's record, a task, carries the verdict).
     """
-    return problem.check(answer, config=config)
+    return problem.check_output(result.text, result.mode, config=config)
 
 
 @task(name="deposit", **CATALOG_WRITE)
-def deposit_own(env: Env, problem: Problem, result: AttemptResult, deposited_by: str,
-                verifier: VerifierConfig | None = None, verdict: Verdict | None = None,
-                route: RouteDecision | None = None) -> str | None:
-    """Deposit the model's own verified solution if new; `verdict` is the pass's own on it (under the
-    run's `verifier` settings), so the answer is not checked twice (`Library.deposit` says when it is).
+def deposit_own(env: Env, problem: Problem, result: AttemptResult, answered: Answered, deposited_by: str,
+                verifier: VerifierConfig | None = None, route: RouteDecision | None = None) -> str | None:
+    """Deposit the model's own verified solution if new; `answered` is the pass's own answer and verdict
+    on it (under the run's `verifier` settings), so the answer is not checked twice (`Library.deposit`
+    says when it is).
 
     A solution that reaches the right answer through the grafted sibling's numbers (`route`'s
     artifacts: operands that are neither this problem's nor computed in it, but the sibling's) is
     not deposited: its working belongs to another problem and would be grafted as an example.
     """
     eng, lib = env.engine(), env.open_library()
-    if result.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
+    if answered.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
     solution = solution_of(result) or result.text
     if route is not None and copied_numbers(problem.text, solution, grafted_texts(lib, route)):
         return None
     with runtime.model_lock(eng):
         try:
-            dep = lib.deposit(eng, problem, solution, result.answer,
-                              deposited_by=deposited_by, verifier=verifier, verdict=verdict)
+            dep = lib.deposit(eng, problem, solution, answered.answer,
+                              deposited_by=deposited_by, verifier=verifier, verdict=answered.verdict)
         except DepositRefusedError:
             return None
     return dep.artifact_sha256
@@ -210,21 +213,23 @@ def grafted_texts(lib: Library, route: RouteDecision) -> list[str]:
 def graft_records(result: AttemptResult) -> list[GraftRecord]:
     """The grafts an attempt tried, as catalog records: each refused one with its reason, then the one that loaded."""
     grafts = [GraftRecord(r.artifact, "refused", r.reason) for r in result.refused]
-    if result.grafted_artifact:
-        grafts.append(GraftRecord(result.grafted_artifact, "ok", None, result.restored_tokens))
+    if result.grafted_artifact_sha:
+        grafts.append(GraftRecord(result.grafted_artifact_sha, "ok", None, result.restored_tokens))
     return grafts
 
 
-def attempt_record(result: AttemptResult, verdict: Verdict, *, run_id: str, problem_id: str,
+def attempt_record(result: AttemptResult, answered: Answered, *, run_id: str, problem_id: str,
                    attempt_index: int, route: RouteDecision) -> AttemptRecord:
-    """The catalog record of one finished attempt: its route, exact token accounting, energy and verdict."""
+    """The catalog record of one finished attempt: its route, exact token accounting, energy, and the
+    answer and verdict the verifier's worker found in its text."""
+    verdict = answered.verdict
     return AttemptRecord(
         run_id=run_id, problem_id=problem_id, attempt_index=attempt_index, route=route.kind,
         budget=result.budget, route_score=route.score, routed_artifact_sha=route.artifact_sha,
-        grafted_artifact_sha=result.grafted_artifact, prompt_tokens=result.prefill_tokens,
+        grafted_artifact_sha=result.grafted_artifact_sha, prompt_tokens=result.prefill_tokens,
         prefill_tokens=result.prefill_ran, restored_tokens=result.restored_ran,
         decode_tokens=result.decode_tokens, tool_tokens=result.tool_tokens,
-        budget_exhausted=result.budget_exhausted, answer=storable(result.answer),
+        budget_exhausted=result.budget_exhausted, answer=storable(answered.answer),
         verified=verdict.equivalent, verdict_status=verdict.status, wall_seconds=result.wall_seconds,
         energy_joules=result.energy_joules, energy_source=result.energy_source,
         logits_sha256=result.logits_sha256, seed=result.seed, text=bounded_text(result.text),

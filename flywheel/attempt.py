@@ -11,7 +11,6 @@ graft is an outcome too: its reason is kept and the attempt runs ungrafted.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -24,16 +23,16 @@ from flywheel.decode import (
     DEFAULT_SLOTS,
     BatchDecoder,
     DecodeOutcome,
-    DecodeProgress,
     DecodeRequest,
     StopReason,
 )
-from flywheel.domain import RouteKind
+from flywheel.domain import Progress, RouteKind
 from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
 from flywheel.grounding import allowed_numbers
 from flywheel.kv.artifact import logits_sha256
 from flywheel.prompts import AttemptMode, attempt_suffix, plain_prompt
+from verifiers.extract import FINAL_LINE
 
 if TYPE_CHECKING:
     from flywheel.energy import EnergyMeter
@@ -46,8 +45,6 @@ _T = TypeVar("_T")
 #: Sampling temperature when attempts > 1 (attempt 0 of a single-attempt run is greedy).
 SAMPLE_TEMPERATURE = 0.7
 
-_FINAL_LINE = re.compile(r"final answer\s*[:：]\s*(\S[^\n]*)\n", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class SolveStop(StopRule):
@@ -57,7 +54,7 @@ class SolveStop(StopRule):
 
     def should_stop(self, engine: Engine, produced: list[int]) -> bool:
         text = engine.decode_text(produced[-64:]) if len(produced) > 64 else engine.decode_text(produced)
-        return bool(_FINAL_LINE.search(text)) or "\nProblem:" in text
+        return bool(FINAL_LINE.search(text)) or "\nProblem:" in text
 
 
 @dataclass(frozen=True)
@@ -70,12 +67,15 @@ class RefusedGraft:
 
 @dataclass(frozen=True)
 class AttemptResult:
-    """What one attempt produced and cost; `text` is the raw decoded continuation."""
+    """What one attempt produced and cost; `text` is the raw decoded continuation.
+
+    It holds no answer: the answer `text` states is extracted inside the verifier's bounded worker,
+    with the verdict on it (`Problem.check_output`), never from untrusted text in this process.
+    """
 
     text: str
-    answer: str | None
     mode: AttemptMode
-    grafted_artifact: str | None
+    grafted_artifact_sha: str | None   # the artifact that loaded (None: ungrafted), as the catalog names it
     restored_tokens: int
     prefill_tokens: int
     decode_tokens: int
@@ -114,21 +114,6 @@ def apportion(total: int, forks: int, fork: int) -> int:
     return total // forks + (1 if fork < total % forks else 0)
 
 
-def extract(text: str, mode: AttemptMode) -> str | None:
-    """The answer in a continuation: the first line in `answer` mode, the final-answer line in `solve`."""
-    import verifiers
-
-    if mode == "answer":
-        line = text.strip().splitlines()[0].strip() if text.strip() else ""
-        return (verifiers.extract_answer(line) or line.rstrip(".")) or None
-    m = _FINAL_LINE.search(text + "\n")
-    if m:
-        return verifiers.extract_answer("Final answer: " + m.group(1)) or m.group(1).strip().rstrip(".")
-    if re.search(r"answer|boxed", text, re.IGNORECASE):  # a cut-off solution may still state it
-        return verifiers.extract_answer(text)
-    return None  # prose without a stated answer has no answer (a stray number is not one)
-
-
 @dataclass
 class PreparedAttempt:
     """An attempt ready to decode: the graft restored (or refused) and the prompt prefilled.
@@ -141,7 +126,7 @@ class PreparedAttempt:
     mode: AttemptMode
     cache: DynamicCache | None       # None when the budget is 0 (no model work at all)
     logits: torch.Tensor | None      # (vocab,) next-token logits after the prompt
-    grafted: str | None
+    grafted_artifact_sha: str | None
     restored_tokens: int
     prefill_tokens: int
     refused: list[RefusedGraft]
@@ -194,14 +179,14 @@ def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, 
 def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOutcome, *, budget: int,
                    seed: int | None, temperature: float, wall_seconds: float, shared_by: int = 1,
                    fork: int = 0) -> AttemptResult:
-    """The `AttemptResult` of one decoded attempt: text, extracted answer, exact token accounting.
+    """The `AttemptResult` of one decoded attempt: its text and mode, exact token accounting.
 
     `shared_by` forks (this one at place `fork`) shared `prepared`; a zero-budget attempt shares nothing.
     """
     text = engine.decode_text(outcome.tokens)
     return AttemptResult(
-        text=text, answer=extract(text, prepared.mode) if outcome.tokens else None, mode=prepared.mode,
-        grafted_artifact=prepared.grafted, restored_tokens=prepared.restored_tokens if budget > 0 else 0,
+        text=text, mode=prepared.mode,
+        grafted_artifact_sha=prepared.grafted_artifact_sha, restored_tokens=prepared.restored_tokens if budget > 0 else 0,
         prefill_tokens=prepared.prefill_tokens if budget > 0 else 0,
         decode_tokens=len(outcome.tokens) - outcome.tool_tokens, tool_tokens=outcome.tool_tokens, budget=budget,
         budget_exhausted=outcome.stop_reason == "budget", wall_seconds=wall_seconds,
@@ -226,21 +211,32 @@ def run_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *
     Returns:
         the `AttemptResult`, including any refused graft and why.
 
-    Example: `run_attempt(engine, lib, p, route="exact", artifact_sha=sha, budget=160).answer` -> `"239"`.
+    Example: `run_attempt(engine, lib, p, route="exact", artifact_sha=sha, budget=160).text` -> `"239\n"`.
     """
-    results = solve_many(engine, library, [AttemptJob(problem, route, artifact_sha, [(0, budget, seed)],
-                                                      temperature)], slots=1)
+    results = solve_many(engine, library, [AttemptJob(problem, route, artifact_sha,
+                                                      [PlannedAttempt(0, budget, seed)], temperature)], slots=1)
     return next(results)[2]
+
+
+@dataclass(frozen=True)
+class PlannedAttempt:
+    """One attempt of a job, before it runs: its index among the problem's attempts, its granted
+    decode budget (0: recorded as exhausted without running the model), and its sampling seed
+    (None: greedy)."""
+
+    index: int
+    budget: int
+    seed: int | None = None
 
 
 @dataclass
 class AttemptJob:
-    """One problem's attempts for `solve_many`: its route, and (index, budget, seed) per attempt."""
+    """One problem's attempts for `solve_many`: its route, and a `PlannedAttempt` per attempt."""
 
     problem: Problem
     route: RouteKind
     artifact_sha: str | None
-    attempts: list[tuple[int, int, int | None]]
+    attempts: list[PlannedAttempt]
     temperature: float = 0.0
     tag: Any = None
     calculator: bool = False   # hand `expression =` arithmetic to flywheel.calculator
@@ -249,7 +245,7 @@ class AttemptJob:
 
 def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob], *,
                slots: int = DEFAULT_SLOTS, meter: EnergyMeter | None = None,
-               progress: DecodeProgress | None = None,
+               progress: Progress | None = None,
                clock: PhaseClock | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
     """Attempt every job's attempts on `slots` decode slots; yields (job, attempt index, result) as each ends.
 
@@ -274,18 +270,18 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
 
     def requests() -> Iterator[DecodeRequest]:
         for job in jobs:
-            live = any(budget > 0 for _, budget, _ in job.attempts)
+            live = any(a.budget > 0 for a in job.attempts)
             prepared, joules = metered(lambda job=job, live=live: prepare_attempt(  # type: ignore[misc]
                 engine, library, job.problem, route=job.route, artifact_sha=job.artifact_sha, prefill=live))
             if clock is not None:
                 clock.add("prepare", prepared.seconds)
-            share = max(1, sum(budget > 0 for _, budget, _ in job.attempts))  # forks that use the prefill
+            share = max(1, sum(a.budget > 0 for a in job.attempts))  # forks that use the prefill
             forks = iter(range(share))
-            for k, budget, seed in job.attempts:
-                fork, part = (next(forks), 1 / share) if budget > 0 else (0, 0.0)
-                ticket = _Ticket(job, prepared, k, budget, seed, time.perf_counter(), joules * part,
+            for a in job.attempts:
+                fork, part = (next(forks), 1 / share) if a.budget > 0 else (0, 0.0)
+                ticket = _Ticket(job, prepared, a.index, a.budget, a.seed, time.perf_counter(), joules * part,
                                  prepared.seconds * part, share, fork)
-                yield decode_request(prepared, budget, seed=seed, temperature=job.temperature, tag=ticket,
+                yield decode_request(prepared, a.budget, seed=a.seed, temperature=job.temperature, tag=ticket,
                                      calculator=job.calculator, grounding=job.grounding)
 
     try:
@@ -325,5 +321,5 @@ class _Ticket:
 def solution_of(result: AttemptResult) -> str:
     """The worked solution part of a `solve` continuation (what a self-deposit stores)."""
     text = result.text
-    m = _FINAL_LINE.search(text + "\n")
+    m = FINAL_LINE.search(text + "\n")
     return (text[:m.start()] if m else text).strip()

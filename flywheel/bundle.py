@@ -45,7 +45,7 @@ from typing import IO, TYPE_CHECKING, Any
 from flywheel.errors import ArtifactError, BundleRefusedError, DepositRefusedError, InputError
 from flywheel.fsutil import atomic_writer
 from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
-from flywheel.library.deposits import MAX_ID_CHARS, MAX_TEXT_CHARS, StagedDeposit, contradicted
+from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
 from flywheel.library.staging import remove_stale_staging, staging_dir
 from flywheel.terminal import printable
 
@@ -295,7 +295,7 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.catalog.normalize import text_hash
     from flywheel.problemsets import Problem
-    from flywheel.prompts import TEMPLATE_VERSION, graft_prefix, template_break
+    from flywheel.prompts import TEMPLATE_VERSION, graft_prefix
 
     fp = engine.fingerprint
     listed: set[str] = set()
@@ -319,20 +319,12 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
         listed.add(sha)
         if sha not in members:
             raise bad("listed in the manifest but not in the bundle")
-        for name, value in (("problem text", p["text"]), ("solution", s["text"]), ("answer", s["answer"]),
-                            ("reference", p["reference"] or "")):
-            if len(value) > MAX_TEXT_CHARS:
-                raise bad(f"{name} is {len(value):,} characters (limit {MAX_TEXT_CHARS:,})")
-        if any("\x00" in value for value in (p["id"], p["text"], p["reference"] or "", p["source"] or "",
-                                               s["text"], s["answer"], s["deposited_by"])):
+        try:   # the rules of every deposit (lengths, NUL, empty fields, the graft template)
+            check_deposit_text(Problem(id=p["id"], text=p["text"], reference=p["reference"]), s["text"], s["answer"])
+        except DepositRefusedError as err:
+            raise bad(err.message, err.hint) from None
+        if any("\x00" in value for value in (p["source"] or "", s["deposited_by"])):   # a bundle's own fields
             raise bad("a text contains a NUL character")
-        if len(p["id"]) > MAX_ID_CHARS:
-            raise bad(f"problem id is {len(p['id'])} characters (limit {MAX_ID_CHARS})")
-        if not p["text"].strip() or not s["answer"].strip():
-            raise bad("problem text or answer is empty")
-        broken = template_break(p["text"], s["text"], s["answer"], p["reference"] or "")
-        if broken:
-            raise bad(f"{broken}, which would break the graft template")
         digest = text_hash(p["text"])
         if ids.setdefault(p["id"], digest) != digest:
             raise bad("the problem id is used twice in the bundle with different texts")

@@ -45,6 +45,7 @@ from transformers.cache_utils import DynamicSlidingWindowLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from flywheel import calculator, config, grounding
+from flywheel.domain import Progress
 from flywheel.engine import StopRule
 from flywheel.errors import InputError
 from flywheel.sampling import SAMPLER
@@ -325,8 +326,6 @@ class _Active:
     joules: float = 0.0
 
 
-#: Called after each finished request with (finished so far, decode tokens so far, tokens/s).
-DecodeProgress = Callable[[int, int, float], None]
 #: Runs a callable and returns (its result, joules it took): an energy meter around each step.
 StepMeter = Callable[[Callable[[], torch.Tensor]], tuple[torch.Tensor, float]]
 
@@ -356,12 +355,14 @@ class BatchDecoder:
         self.grounding_repicks = 0  # tokens the grounding rules refused (each one picked again)
         self.steps = 0
 
-    def run(self, requests: Iterable[DecodeRequest], *, progress: DecodeProgress | None = None,
+    def run(self, requests: Iterable[DecodeRequest], *, progress: Progress | None = None,
             step_meter: StepMeter | None = None) -> Iterator[DecodeOutcome]:
         """Decode every request; yields each outcome as soon as its request finishes.
 
         `requests` is read lazily, one request per free slot, so a caller may prefill at admission
         and may react to earlier outcomes (e.g. skip a problem already solved) before the next one.
+        `progress(finished, None, "N decode tok/s")` follows each finished request (the total is
+        not known: requests are read lazily).
         """
         pending = iter(requests)
         exhausted = False
@@ -403,8 +404,8 @@ class BatchDecoder:
                     active[i] = None
                     finished += 1
                     if progress:
-                        progress(finished, self.tokens_decoded, self.tokens_decoded /
-                                 max(time.perf_counter() - started, 1e-9))
+                        rate = self.tokens_decoded / max(time.perf_counter() - started, 1e-9)
+                        progress(finished, None, f"{rate:.0f} decode tok/s")
                     yield DecodeOutcome(a.request.tag, a.tokens, reason, i, time.perf_counter() - a.started,
                                         a.joules, a.kept, a.tool_tokens)
                     continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NewType, get_args
 
@@ -20,6 +21,11 @@ ArtifactSha = NewType("ArtifactSha", str)
 ShaPrefix = NewType("ShaPrefix", str)
 #: The digest of a model fingerprint (`Fingerprint.digest`): what artifacts and indexes are filed under.
 FingerprintDigest = NewType("FingerprintDigest", str)
+
+#: The one shape of a progress callback: `progress(done, total, note)`: `done` items of `total` (None
+#: while the total is not known), and a few words for a person (the item, a rate; may be empty).
+#: Work that knows its total calls it once with `done=0` first, then after each item.
+Progress = Callable[[int, int | None, str], None]
 
 #: How the router matched a problem: a recurrence of a deposited one (`exact`), related
 #: deposits grafted as context (`near`), or nothing worth grafting (`none`).

@@ -32,7 +32,7 @@ _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.b
 class EngineSettings:
     """The pinned configuration under which logits are reproducible byte for byte."""
 
-    dtype: DType = "float32"
+    dtype: DType = config.DEFAULT_DTYPE
     attn_implementation: str = "sdpa"   # fixed: eager and sdpa round differently
     threads: int = config.DEFAULT_THREADS  # fixed: reductions split by thread count
     device: str = "cpu"
@@ -254,14 +254,17 @@ class Engine:
     def decode_n_tokens(self, cache: DynamicCache, logits: torch.Tensor, max_new: int, *,
                         stop: StopRule | None = None, generator: torch.Generator | None = None,
                         temperature: float = 0.0) -> Iterator[int]:
-        """Yield up to `max_new` tokens, greedy (temperature 0) or sampled with `generator`."""
-        stop = stop or StopRule()
+        """Yield up to `max_new` tokens, greedy (temperature 0) or sampled with `generator`.
+
+        Decoding ends at EOS, after `max_new` tokens, or where `stop` says (None: no rule of its
+        own; pass `StopRule()` to stop at the first line of text).
+        """
         produced: list[int] = []
         for _ in range(max_new):
             token = self.pick_tokens(logits[None], [temperature], [generator], [produced])[0]
             produced.append(token)
             yield token
-            if token in self.eos_ids or stop.should_stop(self, produced):
+            if token in self.eos_ids or (stop is not None and stop.should_stop(self, produced)):
                 return
             logits = self.decode_one_token(cache, token)
 

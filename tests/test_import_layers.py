@@ -4,20 +4,16 @@ a type-only import is still a dependency a reader has to hold."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.import_graph import import_statements, module_name
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("flywheel", "flows", "verifiers")
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-
-
-def module_name(root: Path, path: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def project_modules(root: Path = ROOT) -> dict[str, Path]:
@@ -27,31 +23,24 @@ def project_modules(root: Path = ROOT) -> dict[str, Path]:
             for path in sorted((root / package).rglob("*.py"))}
 
 
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """Project modules that `name` (at `path`) imports anywhere in its source.
+def imports_of(root: Path, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Project modules that the module at `path` (under `root`) imports anywhere in its source.
 
     `from pkg import x` depends on `pkg.x` when that is a module, else on `pkg` itself (a name its
     `__init__` defines). A package's `__init__` is not implied by importing one of its submodules:
     the graph is what a reader follows, not what the interpreter also runs."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            for alias in node.names:
-                found.add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module)
-    return {m for m in found if m in modules and m != name}
+    for _, module, names in import_statements(root, path):
+        if not names:
+            found.add(module)
+        for alias in names:
+            found.add(f"{module}.{alias}" if f"{module}.{alias}" in modules else module)
+    return {m for m in found if m in modules and m != module_name(root, path)}
 
 
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     modules = project_modules(root)
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+    return {name: imports_of(root, path, modules) for name, path in modules.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

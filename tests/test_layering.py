@@ -3,7 +3,6 @@ only the CLI reaches up into `flows`."""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,25 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.import_graph import import_statements
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def imported_modules(root: Path, path: Path) -> Iterator[tuple[int, str]]:
     """(line, absolute module name) of every import in `path`, at any depth (lazy imports too)."""
-    package = ".".join(path.relative_to(root).parts[:-1])
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            yield node.lineno, module
-            for alias in node.names:     # `from flywheel import x` may name a module
-                yield node.lineno, f"{module}.{alias.name}"
+    for line, module, names in import_statements(root, path):
+        yield line, module
+        for alias in names:     # `from flywheel import x` may name a module
+            yield line, f"{module}.{alias}"
 
 
 def violations(package: str, forbidden: tuple[str, ...], allowed_under: tuple[str, ...] = (),

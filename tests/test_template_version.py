@@ -84,9 +84,10 @@ def test_a_recurrence_runs_the_model_on_its_graft_and_a_wrong_copy_is_refused(
     sha = lib.deposit(tiny_gemma, SIX, "2*3=6", "6").artifact_sha256
     for said, verified in ((" 6\n", True), (" 7\n", False)):
         r = run_attempt(scripted(tiny_gemma, said), lib, SIX, route="exact", artifact_sha=sha, budget=8)
-        assert r.mode == "answer" and r.grafted_artifact == sha and r.restored_tokens > 0
+        assert r.mode == "answer" and r.grafted_artifact_sha == sha and r.restored_tokens > 0
         assert r.decode_tokens == len(tiny_gemma.encode(said, bos=False))   # the model produced it
-        assert r.answer == said.strip() and SIX.check(r.answer).equivalent is verified
+        answered = SIX.check_output(r.text, r.mode)
+        assert answered.answer == said.strip() and answered.verdict.equivalent is verified
 
 
 def test_a_bundle_of_another_template_is_refused_as_old_not_altered(

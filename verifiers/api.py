@@ -1,40 +1,49 @@
-"""The public verbs: `check` and `check_by_substitution`, each one bounded request to a worker."""
+"""The public verbs: `check`, `check_by_substitution` and `check_output`, each one bounded request to a
+worker."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from verifiers.types import MODES, CheckTimeout, Mode, Verdict, VerifierConfig
+from verifiers.types import (
+    MAX_OUTPUT_CHARS,
+    MODES,
+    Answered,
+    CheckTimeout,
+    Mode,
+    OutputForm,
+    Verdict,
+    VerifierConfig,
+    input_refusal,
+)
 from verifiers.worker import POOL, WorkerDied
 
 DEFAULT = VerifierConfig()
 
 
-def _run(op: str, args: list[str], mode: str, cfg: VerifierConfig) -> Verdict:
+def _request(op: str, args: list[str], mode: str, cfg: VerifierConfig) -> dict[str, Any]:
+    """The worker's reply to one request, or a verdict's dict saying why there is none (never raises)."""
     t0 = time.perf_counter()
     try:
         d = POOL.run(op, args, cfg)
     except CheckTimeout:
         return Verdict("timeout", f"no verdict within {cfg.timeout_s:g} s; worker killed and replaced", mode,
-                       elapsed_s=time.perf_counter() - t0)
+                       elapsed_s=time.perf_counter() - t0).to_dict()
     except WorkerDied as err:
         return Verdict("unparseable", f"refused: worker died ({err}); likely the {cfg.memory_mb} MB memory limit",
-                       mode, elapsed_s=time.perf_counter() - t0)
+                       mode, elapsed_s=time.perf_counter() - t0).to_dict()
     except Exception as err:  # cannot start a process at all: still no exception into the flow
         return Verdict("unparseable", f"verifier unavailable: {type(err).__name__}: {err}", mode,
-                       elapsed_s=time.perf_counter() - t0)
-    d["mode"] = d.get("mode", mode)
-    d["elapsed_s"] = time.perf_counter() - t0
-    return Verdict.from_dict(d)
+                       elapsed_s=time.perf_counter() - t0).to_dict()
+    verdict = d.get("verdict", d)
+    verdict["mode"] = verdict.get("mode", mode)
+    verdict["elapsed_s"] = time.perf_counter() - t0
+    return d
 
 
-def _refuse(candidate: object, reference: object, cfg: VerifierConfig) -> str | None:
-    for name, s in (("candidate", candidate), ("reference", reference)):
-        if not isinstance(s, str):
-            return f"{name} must be a string, got {type(s).__name__}"
-        if len(s) > cfg.max_input_chars:
-            return f"refused: {name} of {len(s)} chars exceeds {cfg.max_input_chars}"
-    return None
+def _run(op: str, args: list[str], mode: str, cfg: VerifierConfig) -> Verdict:
+    return Verdict.from_dict(_request(op, args, mode, cfg))
 
 
 def check(*, candidate: str, reference: str, mode: Mode = "auto", config: VerifierConfig | None = None) -> Verdict:
@@ -57,7 +66,7 @@ def check(*, candidate: str, reference: str, mode: Mode = "auto", config: Verifi
     cfg = config or DEFAULT
     if mode not in MODES:
         return Verdict("unparseable", f"unknown mode {mode!r}; one of {', '.join(MODES)}", str(mode))
-    why = _refuse(candidate, reference, cfg)
+    why = input_refusal(candidate, reference, cfg)
     if why:
         return Verdict("unparseable", why, mode)
     return _run("check", [candidate, reference, mode], mode, cfg)
@@ -80,10 +89,46 @@ def check_by_substitution(problem_text: str, candidate: str, *, config: Verifier
     Example: `check_by_substitution("Solve x^2 - 5x + 6 = 0.", "x = 2 or x = 3").equivalent` -> True.
     """
     cfg = config or DEFAULT
-    why = _refuse(candidate, problem_text, cfg)
+    why = input_refusal(candidate, problem_text, cfg)
     if why:
         return Verdict("unparseable", why, "substitution")
     return _run("substitute", [problem_text, candidate], "substitution", cfg)
+
+
+def check_output(text: str, *, form: OutputForm, reference: str | None, problem_text: str,
+                 config: VerifierConfig | None = None) -> Answered:
+    """What a model's output answers, and whether it is right: one bounded request does both.
+
+    The answer is extracted from the untrusted `text` inside the worker (never in this process):
+    its first line in `answer` form, its `Final answer:` line in `solve` form. It is then checked
+    against `reference`, or by substitution into `problem_text` when the reference is None or
+    blank (as `check` and `check_by_substitution` would). Never raises.
+
+    Args:
+        text: the model's raw continuation.
+        form: how it states its answer: `answer` or `solve`.
+        reference: the reference answer, or None.
+        problem_text: the problem (for a check by substitution).
+        config: bounds; as for `check`.
+    Returns:
+        `Answered(answer, verdict)`: the answer stated (None: none; also when the worker was killed
+        before replying), and the verdict on it.
+
+    Example: `check_output("x = 9.\\nFinal answer: 9\\n", form="solve", reference="9",
+    problem_text="Solve x - 9 = 0.")` -> `Answered("9", <equivalent>)`.
+    """
+    cfg = config or DEFAULT
+    mode = "auto" if reference is not None and reference.strip() else "substitution"
+    if not isinstance(text, str) or not text.strip():
+        return Answered(None, Verdict("unparseable", "no answer in the output"))
+    if len(text) > MAX_OUTPUT_CHARS:
+        return Answered(None, Verdict("unparseable", f"refused: output of {len(text):,} chars exceeds "
+                                                     f"{MAX_OUTPUT_CHARS:,}", mode))
+    d = _request("output", [text, form, reference or "", problem_text], mode, cfg)
+    if "verdict" not in d:   # the request failed: `d` is the verdict saying why
+        return Answered(None, Verdict.from_dict(d))
+    answer = d.get("answer")
+    return Answered(answer if isinstance(answer, str) else None, Verdict.from_dict(d["verdict"]))
 
 
 def shutdown() -> None:
@@ -91,4 +136,4 @@ def shutdown() -> None:
     POOL.shutdown()
 
 
-__all__ = ["check", "check_by_substitution", "shutdown", "CheckTimeout"]
+__all__ = ["check", "check_by_substitution", "check_output", "shutdown", "CheckTimeout"]

@@ -11,10 +11,10 @@ from typing import Any
 import sympy
 
 from verifiers.equivalence import Node, Outcome, canon, compare
-from verifiers.extract import extract_answer, reference_alternatives, strip_phrases
+from verifiers.extract import answer_in_output, extract_answer, reference_alternatives, strip_phrases
 from verifiers.parse import parse
 from verifiers.quantities import Quantity, read_quantity
-from verifiers.types import MODES, ParseError, Verdict, VerifierConfig
+from verifiers.types import MODES, Answered, ParseError, Verdict, VerifierConfig, input_refusal
 
 _YES_NO = re.compile(r"^\W*(yes|no)\b(?P<rest>.*)$", re.S)
 # Words that turn a yes/no into a hedge or a non-answer ("no idea", "yes, maybe").
@@ -225,4 +225,26 @@ def substitution_local(problem: str, candidate: str, config: VerifierConfig | No
                    time.perf_counter() - t0)
 
 
-__all__ = ["check_local", "substitution_local", "normalize_text", "text_equal", "sympy"]
+def output_local(text: str, form: str, reference: str, problem: str,
+                 config: VerifierConfig | None = None) -> Answered:
+    """`verifiers.check_output` in this process: extract the answer `text` states (`answer_in_output`),
+    then check it against `reference`, or by substitution into `problem` when the reference is
+    blank. Never raises."""
+    cfg = config or VerifierConfig()
+    t0 = time.perf_counter()
+    try:
+        answer = answer_in_output(text, form)
+    except (Exception, RecursionError, MemoryError) as err:
+        return Answered(None, Verdict("unparseable", f"internal error: {type(err).__name__}: {str(err)[:120]}",
+                                      elapsed_s=time.perf_counter() - t0))
+    if answer is None or not answer.strip():
+        return Answered(answer, Verdict("unparseable", "no answer in the output", elapsed_s=time.perf_counter() - t0))
+    if reference.strip():
+        return Answered(answer, check_local(answer, reference, "auto", config=cfg))
+    why = input_refusal(answer, problem, cfg)
+    if why:
+        return Answered(answer, Verdict("unparseable", why, "substitution"))
+    return Answered(answer, substitution_local(problem, answer, config=cfg))
+
+
+__all__ = ["check_local", "substitution_local", "output_local", "normalize_text", "text_equal", "sympy"]

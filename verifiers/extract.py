@@ -24,6 +24,9 @@ import re
 
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 
+#: The line a worked solution states its answer on (the graft template's marker), up to its newline.
+FINAL_LINE = re.compile(r"final answer\s*[:：]\s*(\S[^\n]*)\n", re.IGNORECASE)
+
 #: "Final answer:", "The final answer is", "**Final Answer:**", "answer = ": what follows is the answer.
 _MARKER = re.compile(r"(?:final answer|the answer|answer)\s*(?:\*\*)?\s*(?:is\b|:|=)\s*:?\s*(?:\*\*)?\s*", re.I)
 #: Text that may stand between boxes of one list answer.
@@ -295,3 +298,22 @@ def reference_alternatives(reference: str) -> list[str]:
         reference = run[1]
     alts = [strip_phrases(p) for p in _ALTERNATIVE.split(_APPROX.sub("", reference.strip()))]
     return [a for a in alts if a] or [reference.strip()]
+
+
+def answer_in_output(text: str, form: str) -> str | None:
+    """The answer a model's continuation states: its first line in `answer` form, its final-answer
+    line in `solve` form (a cut-off solution that still says "answer" or "boxed" is read whole).
+
+    Prose without a stated answer has none (a stray number is not one).
+
+    Example: `answer_in_output("x = 9.\\nFinal answer: 9\\n", "solve")` -> `"9"`.
+    """
+    if form == "answer":
+        line = text.strip().splitlines()[0].strip() if text.strip() else ""
+        return (extract_answer(line) or line.rstrip(".")) or None
+    m = FINAL_LINE.search(text + "\n")
+    if m:
+        return extract_answer("Final answer: " + m.group(1)) or m.group(1).strip().rstrip(".")
+    if re.search(r"answer|boxed", text, re.IGNORECASE):
+        return extract_answer(text)
+    return None

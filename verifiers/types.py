@@ -10,6 +10,11 @@ Mode = Literal["auto", "integer", "aime", "number", "expression", "set", "interv
 Status = Literal["equivalent", "not_equivalent", "unparseable", "timeout"]
 
 MODES: tuple[str, ...] = ("auto", "integer", "aime", "number", "expression", "set", "interval", "equation", "text")
+#: How a model's output states its answer: `answer` on its first line, `solve` on a `Final answer:` line.
+OutputForm = Literal["answer", "solve"]
+
+#: Longest model output an answer is extracted from (far above any decode budget's text).
+MAX_OUTPUT_CHARS = 4_000_000
 
 #: Largest relative tolerance: 1% (100 and 101 agree; 1 and 1,000,000 never do).
 MAX_TOLERANCE = 0.01
@@ -103,6 +108,25 @@ class Verdict:
         keys = {"status", "reason", "mode", "candidate", "reference", "candidate_parsed",
                 "reference_parsed", "elapsed_s"}
         return cls(**{k: v for k, v in d.items() if k in keys})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What one model output was found to answer, and the verdict on that answer: both from one
+    bounded request (`verifiers.check_output`). `answer` is None when the output states none."""
+
+    answer: str | None
+    verdict: Verdict
+
+
+def input_refusal(candidate: object, reference: object, cfg: VerifierConfig) -> str | None:
+    """Why a check refuses its inputs before any parsing (not text, or over `max_input_chars`), else None."""
+    for name, s in (("candidate", candidate), ("reference", reference)):
+        if not isinstance(s, str):
+            return f"{name} must be a string, got {type(s).__name__}"
+        if len(s) > cfg.max_input_chars:
+            return f"refused: {name} of {len(s)} chars exceeds {cfg.max_input_chars}"
+    return None
 
 
 class ParseError(ValueError):

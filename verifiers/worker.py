@@ -8,7 +8,8 @@ re-importing the caller's `__main__` and keeps the wire format JSON, never pickl
 
 Protocol: one JSON object per line. The child says `{"ready": true}` once sympy is imported, then
 answers each request `{"op": "check"|"substitute", "args": [...], "config": {...}}` with a
-`Verdict.to_dict()`. The parent waits at most `timeout_s` per request; past it, the child is
+`Verdict.to_dict()`, and `{"op": "output", ...}` (extract a model output's answer, then check it)
+with `{"answer": ..., "verdict": {...}}` (a bare verdict when the request failed). The parent waits at most `timeout_s` per request; past it, the child is
 killed (SIGKILL) and a fresh one is started on the next call.
 """
 
@@ -164,7 +165,7 @@ def _serve(memory_mb: int) -> None:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints from libraries must not corrupt the protocol
 
-    from verifiers.core import check_local, substitution_local  # imports sympy
+    from verifiers.core import check_local, output_local, substitution_local  # imports sympy
 
     out.write(b'{"ready": true}\n')
     out.flush()
@@ -174,11 +175,14 @@ def _serve(memory_mb: int) -> None:
             cfg = VerifierConfig(**req["config"])
             if req["op"] == "check":
                 cand, ref, mode = req["args"]
-                verdict = check_local(cand, ref, mode, config=cfg)
+                reply = check_local(cand, ref, mode, config=cfg).to_dict()
+            elif req["op"] == "output":
+                text, form, ref, problem = req["args"]
+                answered = output_local(text, form, ref, problem, config=cfg)
+                reply = {"answer": answered.answer, "verdict": answered.verdict.to_dict()}
             else:
                 problem, cand = req["args"]
-                verdict = substitution_local(problem, cand, config=cfg)
-            reply = verdict.to_dict()
+                reply = substitution_local(problem, cand, config=cfg).to_dict()
         except MemoryError:
             reply = {"status": "unparseable", "reason": f"refused: memory limit of {memory_mb} MB reached"}
         except Exception as err:  # malformed request: answer, do not die

@@ -44,7 +44,7 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
       flywheel verify-graft --slots 8 --samples 50 --prefix-tokens 35 600
     """
     from flywheel.engine import Engine, EngineSettings
-    from flywheel.kv import verify as vg
+    from flywheel.kv import exactness as vg
 
     lengths = list(prefix_tokens) + list(more_prefix_tokens) or list(DEFAULT_PREFIX_TOKENS)
     settings = settings_of(ctx)

@@ -16,7 +16,7 @@ from flywheel.errors import FlywheelError, InputError, LibraryError
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
-    from flywheel.library import Progress
+    from flywheel.domain import Progress
 
 
 def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped-def]
@@ -39,10 +39,10 @@ def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped
 
 @contextmanager
 def _progress(label: str, *, show_pos: bool = False) -> Iterator[Progress]:
-    """A `progress(done, total)` callback drawing a bar on stderr; the bar opens at the first call."""
+    """A `Progress` callback drawing a bar on stderr; the bar opens at the first call."""
     bar: Any = None
 
-    def update(done: int, total: int) -> None:
+    def update(done: int, total: int | None, note: str) -> None:
         nonlocal bar
         if bar is None:
             bar = click.progressbar(length=total, label=label, file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
@@ -207,7 +207,7 @@ def show(ctx: click.Context, artifact_id: str) -> None:
 @library.command("verify")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool) -> None:
+def scan(ctx: click.Context, as_json: bool) -> None:
     """Re-hash every artifact and compare catalog, store and index; exit 1 naming each disagreement.
 
     Reports missing or corrupt files, files without a catalog row, and index entries the

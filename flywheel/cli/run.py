@@ -89,7 +89,7 @@ def _progress(enabled: bool) -> Iterator[None]:
         return
     bar: Any = None
 
-    def hook(done: int, total: int, problem_id: str) -> None:
+    def hook(done: int, total: int | None, problem_id: str) -> None:
         nonlocal bar
         if bar is None:
             bar = click.progressbar(length=total, label="solving", file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
@@ -205,8 +205,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
                    "word family, marked starter in the catalog, so a first pass has near grafts to route to.")
 @click.option("--run-id", default=None, help="Resume this run: attempts already recorded are skipped.")
 @click.option("--task-runner", type=click.Choice(config.TASK_RUNNERS), default=None,
-              help="thread: problems one after another in this process (default); dask: problems in "
-                   "parallel on Dask worker processes, each loading the model once.")
+              help="thread: the pass in this process, its attempts batched on --slots (default); dask: one "
+                   "shard of the problems per Dask worker process, each loading the model once.")
 @click.option("--dask-address", default=None, metavar="URL",
               help="With --task-runner dask: an existing cluster's scheduler, e.g. tcp://dask-scheduler:8786 "
                    "(its workers need this library, catalog and PREFECT_API_URL). Default: a temporary local cluster.")

@@ -139,14 +139,6 @@ def graft(engine: Engine, artifact: Artifact, *, offset: int = 0) -> Graft:
     return Graft(cache, artifact.sha256, artifact.header.token_count, offset)
 
 
-def naive_restore(engine: Engine, artifact: Artifact) -> DynamicCache:
-    """The per-layer `update()` restore other tools use; wrong past a sliding window. Tests only."""
-    cache = engine.new_cache()
-    for i in range(len(artifact.header.layers)):
-        cache.update(artifact.tensors[f"layer.{i}.keys"], artifact.tensors[f"layer.{i}.values"], i)
-    return cache
-
-
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

@@ -18,13 +18,13 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flywheel import config
-from flywheel.domain import ArtifactSha
+from flywheel.domain import ArtifactSha, Progress
 from flywheel.errors import (
     ArtifactError,
     ArtifactNotFoundError,
@@ -64,10 +64,6 @@ class DepositResult:
     verdict_reason: str
     token_count: int
     unverified: bool
-
-
-#: `progress(done, total)`: called once with `done=0` before the work, then after each item.
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -406,7 +402,7 @@ class Library:
             source: the problem set name recorded with each problem (e.g. the file's name).
             deposited_by: recorded with each solution.
             unverified: as for `deposit`.
-            progress: called as `progress(done, total)` (e.g. to draw a bar).
+            progress: called as `progress(done, total, problem id)` (e.g. to draw a bar).
         Returns:
             the deposited rows (with each `DepositResult`) and the refused ones, by line.
 
@@ -417,7 +413,7 @@ class Library:
         deposited: list[DepositedRow] = []
         refused: list[RefusedRow] = []
         if progress:
-            progress(0, len(rows))
+            progress(0, len(rows), "")
         for done, item in enumerate(rows, start=1):
             if isinstance(item, BadRow):
                 refused.append(RefusedRow(item.line, item.reason))
@@ -433,7 +429,7 @@ class Library:
                 else:
                     deposited.append(DepositedRow(line, problem.id, result))
             if progress:
-                progress(done, len(rows))
+                progress(done, len(rows), "" if isinstance(item, BadRow) else problem.id)
         return BatchDeposit(tuple(deposited), tuple(refused))
 
     def deposit_staged(self, entries: Sequence[StagedDeposit], *, fingerprint: str) -> StagedCommit:
@@ -479,7 +475,7 @@ class Library:
         seen: set[int] = set()
         done = 0
         if progress:
-            progress(0, len(rows))
+            progress(0, len(rows), "")
         for n, a in enumerate(rows, start=1):
             if a.solution_id not in seen:
                 seen.add(a.solution_id)
@@ -496,7 +492,7 @@ class Library:
                         self.store.remove(a.sha256)
                     done += 1
             if progress:
-                progress(n, len(rows))
+                progress(n, len(rows), a.problem_id)
         self.router.rebuild(self.catalog, engine.fingerprint.digest)
         return done
 
@@ -516,7 +512,7 @@ class Library:
         found: list[Finding] = []
         rows = self.catalog.list_artifacts(include_unverified=True)
         if progress:
-            progress(0, len(rows))
+            progress(0, len(rows), "")
         for n, a in enumerate(rows, start=1):
             try:
                 if self.store.get(a.sha256) is None:
@@ -524,7 +520,7 @@ class Library:
             except ArtifactError as err:
                 found.append(Finding(a.sha256, a.problem_id, err.message))
             if progress:
-                progress(n, len(rows))
+                progress(n, len(rows), a.problem_id)
         found.extend(self._contradicted_answers(rows))
         for sha in self.catalog.orphans(self.store.iter_ids()):
             found.append(Finding(sha, "", "file has no catalog row (interrupted deposit?)"))

@@ -143,16 +143,6 @@ class Router:
 
     # --- maintenance -----------------------------------------------------------------------------
 
-    def add(self, artifact_sha: ArtifactSha, problem_id: str, problem_text: str, fingerprint: str) -> bool:
-        """Index a just-deposited artifact (idempotent). Returns True if it was new to the index."""
-        with self._locked(fingerprint):
-            index = self._index(fingerprint, reconcile=False)
-            if artifact_sha in index.shas():
-                return False
-            index.add(self.embedder([problem_text]), [IndexEntry(artifact_sha, problem_id)])
-            self._save(fingerprint, index)
-        return True
-
     def sync(self, fingerprint: str) -> int:
         """Make the index agree with the catalog: index what it lacks, drop what the catalog no
         longer vouches for. Returns how many entries were added.
@@ -188,9 +178,6 @@ class Router:
                       [IndexEntry(e.artifact_sha256, e.problem_id) for e in entries])
             self._save(fingerprint, index)
         return len(entries)
-
-    def size(self, fingerprint: str) -> int:
-        return len(self._index(fingerprint))
 
     # --- internals -------------------------------------------------------------------------------
 

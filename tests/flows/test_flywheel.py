@@ -255,13 +255,19 @@ def test_a_pass_checks_each_answer_once_and_deposits_on_that_verdict(scripted: s
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import verifiers
 
-    real, checked = verifiers.check, []
+    real, real_output, checked = verifiers.check, verifiers.check_output, []
 
     def counted(**kwargs: Any) -> Verdict:
         checked.append(kwargs["candidate"])
         return real(**kwargs)
 
+    def counted_output(text: str, **kwargs: Any) -> verifiers.Answered:   # extracts and checks in one request
+        got = real_output(text, **kwargs)
+        checked.append(got.answer)
+        return got
+
     monkeypatch.setattr(verifiers, "check", counted)
+    monkeypatch.setattr(verifiers, "check_output", counted_output)
     out = flywheel_run(_cfg(scripted, lib_dir, set_file, budget=24))
     assert sorted(r["problem_id"] for r in out["results"] if r["verified"]) == ["lin-a"]
     assert [a.problem_id for a in open_lib(lib_dir).catalog.list_artifacts()] == ["lin-a"]   # deposited

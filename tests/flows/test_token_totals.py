@@ -93,14 +93,14 @@ def test_k_attempts_sharing_one_graft_and_prefill_count_it_once(counting: str, l
 
 
 def test_a_fork_granted_no_budget_shares_nothing(counting: str) -> None:
-    from flywheel.attempt import AttemptJob, solve_many
+    from flywheel.attempt import AttemptJob, PlannedAttempt, solve_many
     from flywheel.energy import EnergyConfig, EnergyMeter
     from flywheel.problemsets import Problem
 
     eng = runtime.engine(counting)
     CountingEngine.prefilled = 0
     job = AttemptJob(Problem(id="p", text=FRESH["problem"], reference="3"), "none", None,
-                     [(0, 5, 1), (1, 0, 2), (2, 5, 3)], temperature=0.7)   # the run budget ran dry for attempt 1
+                     [PlannedAttempt(0, 5, 1), PlannedAttempt(1, 0, 2), PlannedAttempt(2, 5, 3)], temperature=0.7)   # the run budget ran dry for attempt 1
     meter = EnergyMeter(EnergyConfig(cpu_watts=10.0, source="estimate"), device="cpu")
     results = {k: r for _, k, r in solve_many(eng, None, [job], slots=3, meter=meter)}
     prefilled = CountingEngine.prefilled

@@ -17,7 +17,7 @@ from flywheel.errors import (
 )
 from flywheel.kv import Artifact, capture, graft, parse_artifact, read_artifact
 from flywheel.kv.artifact import _split
-from flywheel.kv.verify import corpus_ids
+from flywheel.kv.exactness import corpus_ids
 from flywheel.testing import TINY_SLIDING_WINDOW, build_tiny_model
 
 

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from flywheel.engine import Engine
-from flywheel.kv import capture, graft, logits_sha256, parse_artifact
-from flywheel.kv.graft import naive_restore
-from flywheel.kv.verify import corpus_ids
+from flywheel.kv import Artifact, capture, graft, logits_sha256, parse_artifact
+from flywheel.kv.exactness import corpus_ids
 from flywheel.testing import TINY_SLIDING_WINDOW
 
 CONT = 6
+
+
+def naive_restore(engine: Engine, artifact: Artifact) -> DynamicCache:
+    """The per-layer `update()` restore other tools use: what `graft` is measured against here."""
+    cache = engine.new_cache()
+    for i in range(len(artifact.header.layers)):
+        cache.update(artifact.tensors[f"layer.{i}.keys"], artifact.tensors[f"layer.{i}.values"], i)
+    return cache
 
 
 def _fresh_and_grafted(engine: Engine, n: int, chunk: int = 8) -> tuple[torch.Tensor, torch.Tensor, bytes]:

@@ -17,7 +17,7 @@ from flywheel.cli import main
 from flywheel.engine import Engine
 from flywheel.errors import FingerprintMismatchError
 from flywheel.kv import capture, graft, parse_artifact
-from flywheel.kv import verify as verify_graft
+from flywheel.kv import exactness as verify_graft
 
 pytestmark = pytest.mark.real_model
 

