@@ -12,28 +12,15 @@ from flows import RunConfig, flywheel_run, runtime
 from flywheel.engine import Engine
 from flywheel.errors import InputError
 from flywheel.grounding import GROUNDING
+from tests.test_grounding import _prefers
 
-
-class EndsElsewhere(Engine):
-    """A "model" that computes 3 + 4 = 7 and then answers 2 when it may (else the best its row allows)."""
-
-    script = ["3", " ", "+", " ", "4", " ", "=", " ", "7", "\n", *"Final answer: ", "27", "\n"]
-
-    def pick_tokens(self, logits, temperatures, generators, produced):  # type: ignore[no-untyped-def,override]
-        out = []
-        for row, p in zip(logits, produced, strict=True):
-            if len(p) >= len(self.script):
-                out.append(next(iter(self.eos_ids)))
-                continue
-            ids = [self.encode(c, bos=False)[0] for c in self.script[len(p)]]
-            out.append(next((i for i in ids if row[i] > float("-inf")), ids[0]))
-        return out
+#: A "model" that computes 3 + 4 = 7 and then answers 2 when it may (else the best its row allows).
+ENDS_ELSEWHERE = "3 + 4 = 7\nFinal answer: [27]\n"
 
 
 @pytest.fixture(scope="module")
 def ends_elsewhere(tiny_gemma: Engine) -> str:
-    runtime.register_engine("ends-elsewhere-tiny", EndsElsewhere(tiny_gemma.model, tiny_gemma.tokenizer,
-                                                                 tiny_gemma.fingerprint, tiny_gemma.settings))
+    runtime.register_engine("ends-elsewhere-tiny", _prefers(tiny_gemma, ENDS_ELSEWHERE))
     return "ends-elsewhere-tiny"
 
 

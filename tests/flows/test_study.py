@@ -68,13 +68,18 @@ class _BySeed(ScriptedEngine):
         return out
 
 
-def test_study_arms_report_pass_at_1_majority_and_pass_at_k_paired(tiny_gemma: Engine, lib_dir: Path,
-                                                                   tmp_path: Path) -> None:
+def _by_seed_train(tiny_gemma: Engine, tmp_path: Path) -> str:
+    """Register the by-seed engine; returns a one-problem train set with its curated solution."""
     runtime.register_engine("by-seed-tiny", _BySeed(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint,
                                                     tiny_gemma.settings))
-    train = _write(tmp_path / "train.jsonl", [
+    return _write(tmp_path / "train.jsonl", [
         {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
          "solution": "4 + 5 = 9."}])
+
+
+def test_study_arms_report_pass_at_1_majority_and_pass_at_k_paired(tiny_gemma: Engine, lib_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    train = _by_seed_train(tiny_gemma, tmp_path)
     heldout = _write(tmp_path / "heldout.jsonl", [
         {"id": "gen-nine-heldout-0", "problem": "Ed has 1 cap and buys 8. How many caps?", "reference": "9"},
         {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"},
@@ -128,11 +133,7 @@ def test_unknown_study_arm_is_refused_before_anything_runs(lib_dir: Path, tmp_pa
 
 
 def test_only_the_sampled_arms_run_sampled(tiny_gemma: Engine, lib_dir: Path, tmp_path: Path) -> None:
-    runtime.register_engine("by-seed-tiny", _BySeed(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint,
-                                                    tiny_gemma.settings))
-    train = _write(tmp_path / "train.jsonl", [
-        {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
-         "solution": "4 + 5 = 9."}])
+    train = _by_seed_train(tiny_gemma, tmp_path)
     heldout = _write(tmp_path / "heldout.jsonl", [
         {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"}])
     cfg = RunConfig(problems=train, model="by-seed-tiny", library=str(lib_dir), budget=20, attempts=1, seed=0)
