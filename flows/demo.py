@@ -1,7 +1,7 @@
 """The flywheel end to end on the default model: it turns on its own verified solutions, and recurs for free.
 
-1. seed: one curated worked solution per generated word-problem family (a sibling, never one of
-   the problems attempted), deposited as `curator:demo`;
+1. seed: the starter library (`flows.starter`: one verified worked solution per built-in word
+   family, a sibling, never one of the problems attempted), as `flywheel run` seeds an empty library;
 2. pass 1: CHAMP problems (no knowledge yet) and fresh generated problems of the siblings' own
    templates (other names and numbers: the recurring kinds of problem a user brings), routed `near`
    to their family's sibling; K sampled attempts per problem share one prefill, decoded on batched slots;
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.run import RunConfig, flywheel_run, new_run_id, run_env
+from flows.starter import STARTER
 from flywheel import config
 from flywheel.problemsets import Problem, load_champ, load_problem_set
 
@@ -66,10 +67,8 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DE
                     **({"grounding": grounding} if grounding is not None else {}))
     eng = run_env(cfg).engine()
     lib = run_env(cfg).open_library()
-    siblings = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR)
-                for p in (family_seeds() if per_family else [])]
     tag = new_run_id()
-    pass1 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass1"}))
+    pass1 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass1", "starter": per_family > 0}))
     by_pass1 = {pass1["flow_run_id"], pass1["run_id"]}
     own = [a for a in lib.catalog.list_artifacts()
            if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by in by_pass1]
@@ -77,7 +76,7 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DE
     deposited = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR) for p in curated]
     pass2 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass2"}))
     return {"library": str(library), "problem_set": spec, "pass1": pass1, "pass2": pass2,
-            "siblings": [d.artifact_sha256 for d in siblings],
+            "siblings": pass1.get("starter", {}).get("deposited", []),
             "self_deposits": [a.sha256 for a in own], "self_deposited_ids": sorted({a.problem_id for a in own}),
             "curated": [d.artifact_sha256 for d in deposited], "curated_ids": [p.id for p in curated]}
 
@@ -103,7 +102,8 @@ def describe(demo: dict[str, Any]) -> list[str]:
     rec1, rec2 = recurring(set(demo["curated_ids"]))
     own1, own2 = recurring(set(demo["self_deposited_ids"]))
     lines = [
-        f"seeded {len(demo['siblings'])} curated sibling solutions (one per word-problem family)",
+        f"seeded the empty library with the starter library: {len(demo['siblings'])} verified sibling solutions "
+        f"(one per word-problem family, marked {STARTER})",
         line("pass 1 (siblings only)", p1),
         f"deposited by the model itself in pass 1: {len(demo['self_deposits'])} verified solutions "
         f"({', '.join(demo['self_deposited_ids']) or 'none'})",

@@ -14,7 +14,7 @@ echo
 echo "== 1b. The same inside the batched decode schedule (4 slots, samples as each other's neighbours)"
 $FLYWHEEL verify-graft --slots 4 --samples 4 --prefix-tokens 35 600
 echo
-echo "== 2. The flywheel: one curated sibling per word-problem family; pass 1 samples 4 attempts per problem"
+echo "== 2. The flywheel: the starter library (one verified sibling per word family); pass 1 samples 4 attempts per problem"
 echo "   on batched decode slots and deposits what the model verifies itself; curated CHAMP solutions are"
 echo "   deposited; pass 2 answers the recurring problems from grafts (library and catalog in $WORKDIR)"
 $FLYWHEEL demo --workdir "$WORKDIR"
