@@ -11,6 +11,7 @@ from prefect.cache_policies import NONE
 from flows import runtime
 from flywheel import config
 from flywheel.attempt import AttemptResult, solution_of
+from flywheel.calculator import false_steps
 from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
 from flywheel.catalog.records import bounded_text, storable
 from flywheel.decode import DecodeSchedule
@@ -177,15 +178,17 @@ def deposit_own(env: Env, problem: Problem, result: AttemptResult, answered: Ans
     on it (under the run's `verifier` settings), so the answer is not checked twice (`Library.deposit`
     says when it is).
 
-    A solution that reaches the right answer through the grafted sibling's numbers (`route`'s
-    artifacts: operands that are neither this problem's nor computed in it, but the sibling's) is
-    not deposited: its working belongs to another problem and would be grafted as an example.
+    A right answer is not enough: a solution whose working states a false step (`20 / 24 = 2`,
+    `flywheel.calculator.false_steps`) or runs on the grafted sibling's numbers (`route`'s artifacts:
+    operands that are neither this problem's nor computed in it, but the sibling's) is not
+    deposited, since it would be grafted as a worked example of wrong working.
     """
     eng, lib = env.engine(), env.open_library()
     if answered.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
     solution = solution_of(result) or result.text
-    if route is not None and copied_numbers(problem.text, solution, grafted_texts(lib, route)):
+    if false_steps(solution) or (route is not None and
+                                 copied_numbers(problem.text, solution, grafted_texts(lib, route))):
         return None
     with runtime.model_lock(eng):
         try:

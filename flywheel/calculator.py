@@ -53,24 +53,32 @@ def complete(text: str) -> str | None:
     The result keeps the model's spacing: after `=` it starts with a space, after `= ` it does not.
     An expression needs at least one operator and two numbers (`x = 5` and `= 12 =` are left alone).
     """
+    read = _read_tail(text)
+    if read is None:
+        return None
+    _, value, space = read
+    out = format_result(value) if value is not None else None
+    if out is None:
+        return None
+    return out if text[:read[0]].endswith("<<") or space else " " + out
+
+
+def _read_tail(text: str) -> tuple[int, Fraction | None, str] | None:
+    """Where the expression before a trailing `=` starts in `text`, its value (None: no value) and the
+    spacing after the `=`; None when the tail is not `expression =`."""
     m = _TAIL.search(text)
     if not m:
         return None
     expr, space = m.group(1), m.group(2)
-    annotated = text[:m.start(1)].endswith("<<")
     # The run may start inside the sentence before it ("costs 3. 42 + 16 ="): the expression is
     # the longest suffix of it that reads as one.
     for start in range(len(expr)):
         if not (expr[start].isdigit() or expr[start] in "(-.") or (start and not (expr[start - 1].isspace() or expr[start - 1] in "(<")):
             continue
         try:
-            value = evaluate(expr[start:])
+            return m.start(1) + start, evaluate(expr[start:]), space
         except _Unreadable:
             continue
-        out = format_result(value) if value is not None else None
-        if out is None:
-            return None
-        return out if annotated or space else " " + out
     return None
 
 
@@ -173,3 +181,35 @@ class _Parser:
 def _bounded(value: Fraction) -> None:
     if len(str(abs(value.numerator))) > 2 * MAX_DIGITS or len(str(value.denominator)) > 2 * MAX_DIGITS:
         raise _Unreadable("intermediate result too large")
+
+
+#: `= number` as a worked solution states a result (commas grouping digits, a decimal or a fraction),
+#: the whole right side: not followed by more of an expression (`= 317*2`, `= 7u^2`).
+_STATED = re.compile(r"=[ \t]*(-?\d[\d,]*(?:\.\d+)?(?:/\d+)?)(?![\w*/^(+\-×÷·]|\.\d|[ \t]*[*/^×÷·+\-(])")
+#: What may stand before a step's expression: the start, a space or an opening mark. A letter, digit,
+#: `^`, `_` or `)` there means the expression is part of a larger term (`x^2+1 =`, `f_8+2 =`, `sqrt(6+3) =`).
+_STEP_BEFORE = re.compile(r"(?:^|[\s(:;,=])$")
+
+
+def false_steps(text: str) -> list[str]:
+    """Each `expression = number` in a worked solution whose number is not the expression's exact value.
+
+    A step this calculator cannot read, or whose sides are parts of larger terms, is left alone; a
+    decimal is right when the exact value rounds to it at its own number of places (`10 / 3 = 3.33`).
+    A solution that ends on the right answer through a false step (`20 / 24 = 2`) is not a worked
+    solution: the deposit of the model's own refuses it (`flows.tasks.deposit_own`).
+
+        >>> false_steps("20 / 24 = 2 batches. One batch uses 2 + 2 = 4 cups. 10 / 3 = 3.33")
+        ['20 / 24 = 2']
+    """
+    wrong = []
+    for m in _STATED.finditer(text):
+        read = _read_tail(text[:m.start() + 1])
+        if read is None or read[1] is None or not _STEP_BEFORE.search(text[:read[0]]):
+            continue
+        stated_text = m.group(1).replace(",", "")
+        exact, stated = read[1], Fraction(stated_text)
+        places = len(stated_text.split(".")[1]) if "." in stated_text and "/" not in stated_text else 0
+        if stated != exact and not (places and round(exact, places) == stated):
+            wrong.append(f"{text[read[0]:m.start()].strip()} = {m.group(1)}")
+    return wrong

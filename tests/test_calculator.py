@@ -113,3 +113,26 @@ def test_forced_tokens_stay_inside_the_budget(tiny_gemma: Engine) -> None:
     out = next(iter(BatchDecoder(eng, 2).run([req])))
     assert len(out.tokens) == req.budget and out.stop_reason == "budget"
     assert eng.decode_text(out.tokens) == "123 + 456 = 5" and out.tool_tokens == 2
+
+
+@pytest.mark.parametrize(("text", "false"), [
+    ("20/24 = 2 batches. One batch uses 2 + 2 = 4 cups.", ["20/24 = 2"]),   # a self-deposit the study made
+    ("x = 3 + 4 = 8 cm", ["3 + 4 = 8"]),
+    ("Noah is 15 - 5 = 10 years old. 1,200 + 800 = 2,000 dollars.", []),
+    ("7 / 2 = 3.5 and 2 / 3 = 0.67", []),                  # a decimal rounded at its own places
+    ("(139+178)*2=317*2=634.", []),                         # the right side goes on: not a stated result
+    ("we have 8x^2+1=73 and f_9+2f_8+2=55", []),            # the left side is part of a larger term
+    ("a_n<sqrt(6+3)=3", []),
+])
+def test_false_steps_are_the_stated_results_that_are_wrong(text: str, false: list[str]) -> None:
+    assert calculator.false_steps(text) == false
+
+
+def test_no_curated_solution_has_a_false_step() -> None:
+    """The deposit rule refuses no right working: every curated family and CHAMP solution passes it."""
+    from flywheel.problemsets import load_champ, load_problem_set
+
+    solutions = [p.solution for split in ("train", "heldout")
+                 for p in load_problem_set(f"gen:all?n=30&seed=5&split={split}").problems]
+    solutions += [p.solution for p in load_champ()]
+    assert len(solutions) > 800 and not [s for s in solutions if s and calculator.false_steps(s)]

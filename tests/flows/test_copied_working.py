@@ -1,4 +1,5 @@
-"""A right answer reached through the grafted sibling's numbers is verified but not deposited as the model's own."""
+"""A right answer reached through the grafted sibling's numbers, or through a false step, is verified but not
+deposited as the model's own."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ class Works(ScriptedEngine):
     script = "90 - 50 = 40 crates remain. Together they pack 8 + 12 = 20 per hour. They need 40 / 20 = 2.\nFinal answer: 2\n"
 
 
-@pytest.mark.parametrize(("engine", "deposited"), [(Copies, False), (Works, True)])
+class Slips(ScriptedEngine):
+    script = "90 - 50 = 40 crates remain. Together they pack 8 + 12 = 21 per hour. They need 40 / 20 = 2.\nFinal answer: 2\n"
+
+
+@pytest.mark.parametrize(("engine", "deposited"), [(Copies, False), (Slips, False), (Works, True)])
 def test_copied_working_is_not_deposited(engine: type[Engine], deposited: bool, tiny_gemma: Engine, lib_dir: Path,
                                          tmp_path: Path) -> None:
     name = f"{engine.__name__.lower()}-tiny"
