@@ -105,7 +105,8 @@ def describe(demo: dict[str, Any]) -> list[str]:
         f"seeded the empty library with the starter library: {len(demo['siblings'])} verified sibling solutions "
         f"(one per word-problem family, marked {STARTER})",
         line("pass 1 (siblings only)", p1),
-        f"deposited by the model itself in pass 1: {len(demo['self_deposits'])} verified solutions "
+        f"deposited by the model itself in pass 1: {len(demo['self_deposits'])} verified "
+        f"solution{'' if len(demo['self_deposits']) == 1 else 's'} "
         f"({', '.join(demo['self_deposited_ids']) or 'none'})",
         f"deposited {len(demo['curated'])} curated CHAMP solutions after pass 1",
         line("pass 2 (from grafts)  ", p2),
