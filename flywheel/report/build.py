@@ -29,7 +29,8 @@ SCHEMA = "flywheel-report/2"
 #: The per-attempt rows' columns (CSV, JSON, `--attempts`), in display order; hashes last.
 ATTEMPT_COLUMNS = (
     "run_id", "problem_id", "attempt_index", "route", "grafted", "budget", "prompt_tokens", "prefill_tokens",
-    "restored_tokens", "decode_tokens", "computed_tokens", "budget_exhausted", "answer", "reference", "verified",
+    "restored_tokens", "decode_tokens", "tool_tokens", "computed_tokens", "budget_exhausted", "answer", "reference",
+    "verified",
     "verdict_status", "wall_seconds", "energy_joules", "energy_source", "error", "model_name",
     "attempt_id", "problem_set_hash", "model_fingerprint", "artifact_sha256", "artifact_logits_sha256",
     "logits_sha256", "artifact_tokens", "artifact_bytes",
@@ -155,6 +156,7 @@ def _run_row(run: dict[str, Any], own: list[dict[str, Any]], problems: list[dict
         "no_graft": bool(run["no_graft"]), "budget": run["budget"], "attempts": len(own),
         **h, "accuracy": h["verified"] / h["problems"] if h["problems"] else None,
         "decode_tokens": sum(int(a["decode_tokens"]) for a in own),
+        "tool_tokens": sum(int(a["tool_tokens"] or 0) for a in own),
         "computed_tokens": sum(int(a["computed_tokens"]) for a in own),
         "restored_tokens": sum(int(a["restored_tokens"]) for a in own),
         "budget_exhausted": sum(bool(a["budget_exhausted"]) for a in own),
@@ -247,7 +249,7 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
                              hint="`flywheel report` without --run lists every run")
         raw_attempts = queries.attempts(conn, run_id)
         raw_context = queries.library_context(conn)
-    attempts = _frame(raw_attempts, [*queries.ATTEMPT_COST_COLUMNS, "reference"])
+    attempts = _frame(raw_attempts, [*queries.ATTEMPT_COST_COLUMNS, "reference", "tool_tokens"])
     attempts["energy_joules"] = _float(attempts["energy_joules"])
     plain = records(attempts)
     run_ids = [r["id"] for r in run_rows]

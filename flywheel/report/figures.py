@@ -222,12 +222,14 @@ def headline_lines(h: Row, *, run_id: str, status: str = "finished",
     """The headline of one run as a few lines: first the run, then each named figure on its own line."""
     head = f"run {run_id}" + (f" ({status})" if status in ("interrupted", "failed", "running") else "")
     lines = [f"{head}: {plural(h['problems'], 'problem')}, {h['verified']:,} verified"]
+    tool = [f"  exact arithmetic: the calculator forced {plural(h['tool_tokens'], 'token')} "
+            "(counted apart from decode tokens)"] if h.get("tool_tokens") else []
     if h["grafted_problems"] == 0:
         if "decode_tokens" in h:   # a run's row carries its own totals
             lines[0] += (f"; without a graft: {h['decode_tokens']:,} decode tokens, {h['computed_tokens']:,} computed "
                          f"tokens (prefill + decode), {plural(h['budget_exhausted'], 'attempt')} hit the budget")
         lines[0] += " — a measured baseline"
-        return lines
+        return lines + tool
     if h["ungrafted_problems"]:
         lines.append(f"  without a graft: {plural(h['ungrafted_problems'], 'problem')} (measured: a baseline for "
                      "later passes)")
@@ -247,7 +249,7 @@ def headline_lines(h: Row, *, run_id: str, status: str = "finished",
         shown = ", ".join(ids[:5]) + (", …" if len(ids) > 5 else "")
         lines.append(f"  no baseline: {plural(h['no_baseline'], 'grafted problem')} never measured without a graft "
                      f"({shown}); run them with --no-graft to compare")
-    return lines
+    return lines + tool
 
 
 def _factor(x: float | None) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, column, func, select, table
 
-from flywheel.catalog.models import ArtifactRow, ProblemRow, RunRow
+from flywheel.catalog.models import ArtifactRow, AttemptRow, ProblemRow, RunRow
 
 ATTEMPT_COST_COLUMNS = (
     "attempt_id", "run_id", "problem_id", "attempt_index", "route", "grafted", "artifact_sha256",
@@ -41,10 +41,12 @@ def runs(conn: Connection, run_id: str | None = None) -> Rows:
 
 def attempts(conn: Connection, run_id: str | None = None) -> Rows:
     """Every attempt of the run(s) plus the ungrafted attempts any baseline rests on, with the
-    problem's reference answer: all a third party needs to recompute the savings and re-score."""
-    problems = ProblemRow.__table__
-    stmt = (select(attempt_costs, problems.c.reference)
+    problem's reference answer and the tokens the calculator forced (`tool_tokens`, counted apart
+    from `decode_tokens`): all a third party needs to recompute the savings and re-score."""
+    problems, rows = ProblemRow.__table__, AttemptRow.__table__
+    stmt = (select(attempt_costs, problems.c.reference, rows.c.tool_tokens)
             .join(problems, problems.c.id == attempt_costs.c.problem_id)
+            .join(rows, rows.c.id == attempt_costs.c.attempt_id)
             .order_by(attempt_costs.c.attempt_id))
     if run_id is not None:
         in_run = select(attempt_costs.c.problem_id).where(attempt_costs.c.run_id == run_id)

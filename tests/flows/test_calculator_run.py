@@ -13,6 +13,7 @@ from flywheel import config
 from flywheel.calculator import CALCULATOR
 from flywheel.engine import Engine
 from flywheel.errors import InputError
+from flywheel.report import build_report
 
 
 class SlipEngine(Engine):
@@ -52,5 +53,10 @@ def test_the_calculator_feeds_the_exact_sum_and_its_tokens_are_counted_apart(sli
     assert row.tool_tokens == on["totals"]["tool_tokens"] == 2          # " 7": a space and a digit
     assert row.text is not None and row.text.startswith("3 + 4 = 7\n")
     assert row.decode_tokens == len(SlipEngine.script) - 2   # the model's own tokens only (byte tokens)
+    report = build_report(lib.catalog, on["run_id"])                   # the report shows them apart too
+    mine = report.attempts[report.attempts["run_id"] == on["run_id"]]     # (the report adds the ungrafted baseline)
+    assert mine["tool_tokens"].tolist() == [2] and report.runs.iloc[0]["tool_tokens"] == 2
+    assert "the calculator forced 2 tokens" in report.runs.iloc[0]["summary"]
+    assert "calculator forced" not in build_report(lib.catalog, off["run_id"]).runs.iloc[0]["summary"]
     with pytest.raises(InputError, match="calculator"):
         flywheel_run(_cfg(slip, lib_dir, problems, run_id=on["run_id"]))
