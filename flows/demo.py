@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.run import RunConfig, flywheel_run, new_run_id, run_env
-from flows.starter import STARTER
+from flows.starter import STARTER, STARTER_SET
 from flywheel import config
 from flywheel.problemsets import Problem, load_champ, load_problem_set
 
@@ -36,9 +36,9 @@ def demo_problems(champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_
     return load_champ()[:champ] + generated
 
 
-def family_seeds(seed: int = 1) -> list[Problem]:
-    """One curated sibling per word family, from the train split (disjoint from the attempted problems)."""
-    return load_problem_set(f"gen:all?n=1&seed={seed}&split=train").problems
+def family_seeds() -> list[Problem]:
+    """One verified sibling per word family: the starter library's problems (train split, never attempted here)."""
+    return load_problem_set(STARTER_SET).problems
 
 
 def write_set(problems: list[Problem], path: Path) -> Path:
