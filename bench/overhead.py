@@ -89,7 +89,7 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
     rows = []
     for problem in problems:
         t0 = clock()
-        decision = route_problem.fn(env, problem, False, 1)
+        decision = route_problem(env, problem, False, 1)
         t1 = clock()
         result = run_attempt(engine, lib, problem, route=decision.kind, artifact_sha=decision.artifact_sha, budget=budget)
         t2 = clock()
@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         flywheel_run(RunConfig(problems=spec, budget=0, limit=1, deposit=False, model=model, library=str(root / "warm-up")))
         t_server = time.perf_counter() - t0
-        route_problem.fn(env, problems[0], False)  # warm the router (catalog query) and the model
-        warm = route_problem.fn(env, problems[0], False)
+        route_problem(env, problems[0], False)  # warm the router (catalog query) and the model
+        warm = route_problem(env, problems[0], False)
         run_attempt(engine, lib, problems[0], route=warm.kind, artifact_sha=warm.artifact_sha, budget=args.budget)
         tag = f"bench-overhead-{time.strftime('%Y%m%dT%H%M%S')}"
         summary, walls, total = flow_pass(RunConfig(problems=spec, budget=args.budget, model=model, library=library,

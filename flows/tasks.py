@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,23 +28,30 @@ if TYPE_CHECKING:
     from verifiers import Answered, VerifierConfig
 
 
-def _transient(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry a catalog write only on errors that can pass: a locked or dropped database, I/O."""
+def is_transient(err: BaseException) -> bool:
+    """Whether a catalog write that raised `err` may succeed if tried again: a locked or dropped database, I/O."""
     from sqlalchemy.exc import DBAPIError, OperationalError
 
-    try:
-        state.result()
-    except (OperationalError, OSError) as err:
+    if isinstance(err, OperationalError | OSError):
         return not isinstance(err, FileNotFoundError)
-    except DBAPIError as err:
+    if isinstance(err, DBAPIError):
         return bool(err.connection_invalidated)
-    except BaseException:
-        return False
     return False
 
 
-CATALOG_WRITE: dict[str, Any] = dict(retries=3, retry_delay_seconds=[0.2, 1.0, 3.0], retry_condition_fn=_transient,
-                                     cache_policy=NONE)
+def _transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's retry condition for the catalog-write tasks: `is_transient` of what the run raised."""
+    try:
+        state.result()
+    except BaseException as err:
+        return is_transient(err)
+    return False
+
+
+#: Seconds between the tries of a catalog write that failed transiently (then the error stands).
+WRITE_RETRY_DELAYS = (0.2, 1.0, 3.0)
+CATALOG_WRITE: dict[str, Any] = dict(retries=len(WRITE_RETRY_DELAYS), retry_delay_seconds=list(WRITE_RETRY_DELAYS),
+                                     retry_condition_fn=_transient, cache_policy=NONE)
 LOCAL: dict[str, Any] = dict(cache_policy=NONE)  # inputs are live objects: never hash or cache them
 
 
@@ -150,10 +158,15 @@ def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-@task(name="route", **LOCAL)
 def route_problem(env: Env, problem: Problem, no_graft: bool, near_members: int) -> RouteDecision:
     """Exact recurrence, up to `near_members` near neighbours (the run's router setting), or none
-    (forced by --no-graft)."""
+    (forced by --no-graft).
+
+    A plain call, not a Prefect task: a pass makes one per problem on the decode loop's thread,
+    and a task run's bookkeeping (client threads and the API server) took the cores the decode
+    steps need (BENCHMARKS.md, "Prefect's bookkeeping off the decode loop"). The route is
+    recorded with each attempt.
+    """
     if no_graft:
         return RouteDecision("none", None, 0.0, None)
     eng, lib = env.engine(), env.open_library()
@@ -166,7 +179,7 @@ def verify(problem: Problem, result: AttemptResult, config: VerifierConfig | Non
     extraction too (the text is never parsed in this process), once per attempt.
 
     A plain call, not a Prefect task: it has no side effect to track or retry, and a pass makes one
-    per attempt (the attempt's record, a task, carries the verdict).
+    per attempt (the attempt's record carries the verdict).
     """
     return problem.check_output(result.text, result.mode, config=config)
 
@@ -239,11 +252,24 @@ def attempt_record(result: AttemptResult, answered: Answered, *, run_id: str, pr
         stop_reason=result.stop_reason)
 
 
-@task(name="record", **CATALOG_WRITE)
 def record(env: Env, rec: AttemptRecord, grafts: list[GraftRecord]) -> bool:
-    """Record the attempt and its grafts in one transaction; False if it was already recorded."""
+    """Record the attempt and its grafts in one transaction; False if it was already recorded.
+
+    Retried on a transient error as the catalog-write tasks are (`WRITE_RETRY_DELAYS`), but a plain
+    call, not a Prefect task: a pass records every attempt, and a task run per attempt cost the
+    decode steps ~15% of their speed (its client threads and the API server share the two cores;
+    BENCHMARKS.md, "Prefect's bookkeeping off the decode loop"). The run's flow, its open/finish
+    and deposit tasks, and its progress logs stay in Prefect.
+    """
     lib = env.open_library()
-    return lib.catalog.record_attempt(rec, grafts).created
+    for delay in (*WRITE_RETRY_DELAYS, None):
+        try:
+            return lib.catalog.record_attempt(rec, grafts).created
+        except Exception as err:
+            if delay is None or not is_transient(err):
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 @task(name="finish-run", **CATALOG_WRITE)
