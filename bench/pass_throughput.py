@@ -3,10 +3,11 @@
 Setup: a fresh library seeded with one curated sibling per generated word-problem family (the
 near grafts a pass routes to, ~10 artifacts), then the same held-out problems twice:
 
-1. `decoder alone`: each problem routed and prepared exactly as a pass does (graft restore +
-   prompt prefill), all prepared up front, then its K sampled attempts (T = 0.7, the pass's
-   seeds) decoded on `--slots` slots by `BatchDecoder`. Decode tokens / decode wall: the decoder
-   at its own speed on real work (long grafted contexts, sampled).
+1. `decoder alone`: each problem routed and prepared exactly as a pass does (graft restore and
+   its prompt's tokens), all prepared up front, then its K sampled attempts (T = 0.7, the pass's
+   seeds) decoded on `--slots` slots by `BatchDecoder`, which prefills each prompt in its steps.
+   Decode tokens / decoder wall: the decoder at its own speed on real work (long grafted
+   contexts, sampled, prompts prefilled beside the others' decode tokens).
 2. `real pass`: `flows.flywheel_run` on the same problems and library (Prefect flow on its
    temporary server, routing, grafts, verification, deposits, catalog writes): decode tokens /
    flow wall, and where the time went (`breakdown`, from the run's own phase clock). The
@@ -92,6 +93,7 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
     contexts = [pa.restored_tokens + pa.prefill_tokens for pa in prepared]
     return {"problems": len(problems), "requests": len(requests), "decode_tokens": tokens, "decode_wall_s": wall,
             "tokens_per_s": tokens / wall, "step_s": decoder.model_seconds, "pick_s": decoder.pick_seconds,
+            "prefill_in_steps_s": decoder.prefill_seconds, "prefill_tokens": decoder.prefill_tokens,
             "admit_s": decoder.admit_seconds, "steps": decoder.steps, "prepare_s": prepare_s,
             "grafted": sum(pa.grafted_artifact_sha is not None for pa in prepared),
             "context_tokens_median": statistics.median(contexts), "context_tokens_max": max(contexts)}

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
-from transformers import DynamicCache
 
 from flywheel.decode import (
     DEFAULT_SLOTS,
     BatchDecoder,
     DecodeOutcome,
     DecodeRequest,
+    Prompt,
     StopReason,
 )
 from flywheel.domain import Progress, RouteKind
@@ -116,21 +116,27 @@ def apportion(total: int, forks: int, fork: int) -> int:
 
 @dataclass
 class PreparedAttempt:
-    """An attempt ready to decode: the graft restored (or refused) and the prompt prefilled.
+    """An attempt ready to decode: the graft restored (or refused) and its prompt's tokens.
 
-    Its `cache` is only read by the decoder, so the K sampled attempts of one problem share it:
-    one graft restore and one prefill, then K decodes.
+    The prompt is prefilled in the decoder's batched step, beside the other slots' decode tokens
+    (`flywheel.decode.Prompt`), not here: admission does not stop the batch for a prefill. The K
+    sampled attempts of one problem share `prompt`: one graft restore and one prefill (fed by the
+    first of them to take a slot), then K decodes.
     """
 
     problem: Problem
     mode: AttemptMode
-    cache: DynamicCache | None       # None when the budget is 0 (no model work at all)
-    logits: torch.Tensor | None      # (vocab,) next-token logits after the prompt
+    prompt: Prompt | None            # None when the budget is 0 (no model work at all)
     grafted_artifact_sha: str | None
     restored_tokens: int
     prefill_tokens: int
     refused: list[RefusedGraft]
-    seconds: float                   # graft + prefill wall time
+    seconds: float                   # graft restore wall time (the prefill's is `prompt.seconds`)
+
+    @property
+    def logits(self) -> torch.Tensor | None:
+        """(vocab,) next-token logits after the prompt, once the decoder has prefilled it."""
+        return None if self.prompt is None else self.prompt.logits
 
     def stop_rule(self) -> StopRule:
         return StopRule() if self.mode == "answer" else SolveStop()
@@ -138,7 +144,8 @@ class PreparedAttempt:
 
 def prepare_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *, route: RouteKind,
                     artifact_sha: str | None, prefill: bool = True) -> PreparedAttempt:
-    """Graft the routed artifact (a refusal is kept and the attempt runs ungrafted), then prefill the prompt.
+    """Graft the routed artifact (a refusal is kept and the attempt runs ungrafted) and tokenize the prompt
+    the decoder will prefill on top of it.
 
     With `prefill=False` (a zero budget) nothing runs on the model: the attempt is recorded as exhausted.
     """
@@ -156,20 +163,19 @@ def prepare_attempt(engine: Engine, library: GraftSource | None, problem: Proble
     # Only a recurrence whose graft actually loaded is asked for the answer at once.
     mode: AttemptMode = "answer" if route == "exact" and grafted else "solve"
     if not prefill:
-        return PreparedAttempt(problem, mode, None, None, None, 0, 0, refused, time.perf_counter() - start)
-    prompt = attempt_suffix(problem.text, mode) if grafted else plain_prompt(problem.text, mode)
-    ids = engine.encode(prompt, bos=not grafted)  # a graft already starts with BOS
-    cache, logits = engine.prefill(ids, cache)
-    return PreparedAttempt(problem, mode, cache, logits[-1], grafted, restored, len(ids), refused,
-                           time.perf_counter() - start)
+        return PreparedAttempt(problem, mode, None, None, 0, 0, refused, time.perf_counter() - start)
+    text = attempt_suffix(problem.text, mode) if grafted else plain_prompt(problem.text, mode)
+    ids = engine.encode(text, bos=not grafted)  # a graft already starts with BOS
+    prompt = Prompt(cache if cache is not None else engine.new_cache(), ids)
+    return PreparedAttempt(problem, mode, prompt, grafted, restored, len(ids), refused, time.perf_counter() - start)
 
 
 def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, temperature: float,
                    tag: Any = None, calculator: bool = False, grounding: bool = False) -> DecodeRequest:
     """The decoder's request for one attempt of `prepared` (budget 0: finished at admission)."""
-    if prepared.cache is None or prepared.logits is None:
-        return DecodeRequest(DynamicCache(), torch.empty(0), 0, tag=tag)
-    return DecodeRequest(prepared.cache, prepared.logits, budget, stop=prepared.stop_rule(),
+    if prepared.prompt is None:
+        return DecodeRequest(None, None, 0, tag=tag)
+    return DecodeRequest(None, None, budget, prompt=prepared.prompt, stop=prepared.stop_rule(),
                          temperature=temperature, seed=seed, tag=tag,
                          calculator=calculator and prepared.mode == "solve",   # a recurrence copies its answer
                          grounding=allowed_numbers(prepared.problem.text) if grounding and prepared.mode == "solve"
@@ -249,12 +255,14 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
                clock: PhaseClock | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
     """Attempt every job's attempts on `slots` decode slots; yields (job, attempt index, result) as each ends.
 
-    A job is prepared (graft + prefill) once, when its first attempt takes a slot, and its attempts
-    fork that state. `jobs` is read lazily, so the caller may route the next problem after seeing
-    earlier results (a solution deposited mid-pass can seed a later problem). With `meter`, each
-    attempt carries its share of the energy: its prefill split over its forks, each decode step
-    split over the slots it served. With `clock`, the seconds spent preparing (graft + prefill) and
-    in the decoder's steps, token picks and slot admissions are added to it as the run ends.
+    A job is prepared (graft restore) once, when its first attempt takes a slot; its prompt is
+    prefilled in the decoder's steps by that attempt, and its other attempts fork that state.
+    `jobs` is read lazily, so the caller may route the next problem after seeing earlier results
+    (a solution deposited mid-pass can seed a later problem). With `meter`, each attempt carries
+    its share of the energy: its graft and prefill split over its forks, each decode step split
+    over the rows the slots fed. With `clock`, the seconds spent restoring grafts (`prepare`),
+    prefilling prompts in the steps (`prefill`), in the rest of the decoder's steps, token picks
+    and slot admissions are added to it as the run ends.
     """
     decoder = BatchDecoder(engine, slots)
     source: list[str] = []
@@ -292,12 +300,15 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
                                     wall_seconds=t.prepare_seconds + time.perf_counter() - t.admitted,
                                     shared_by=t.shared_by, fork=t.fork)
             if meter is not None:
-                result = replace(result, energy_joules=t.prepare_joules + outcome.joules,
+                prompt = t.prepared.prompt
+                prefill_joules = prompt.joules / t.shared_by if prompt is not None and t.budget > 0 else 0.0
+                result = replace(result, energy_joules=t.prepare_joules + prefill_joules + outcome.joules,
                                  energy_source=source[0] if source else None)
             yield t.job, t.k, result
     finally:
         if clock is not None:
-            clock.add("decode_step", decoder.model_seconds)
+            clock.add("prefill", decoder.prefill_seconds)
+            clock.add("decode_step", decoder.model_seconds - decoder.prefill_seconds)
             clock.add("pick_tokens", decoder.pick_seconds)
             clock.add("admit_slots", decoder.admit_seconds)
 

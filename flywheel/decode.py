@@ -55,8 +55,12 @@ if TYPE_CHECKING:
 
 #: The attention implementation name registered with transformers for the slot step.
 SLOT_ATTENTION = "flywheel_slots"
+#: Prompt tokens a slot feeds in one step: a request's prompt is prefilled in the batched step, beside
+#: the other slots' decode tokens, at most this many per step (its attention's key ranges, so its bits,
+#: depend on where the chunks end: part of `KERNEL_PATH`).
+PREFILL_CHUNK = 64
 #: Names the decode kernel path; bump it when the step's arithmetic changes (it changes bits).
-KERNEL_PATH = "slots-v2:onednn-linear+per-slot-sdpa-folded-heads"
+KERNEL_PATH = f"slots-v3:onednn-linear+per-slot-sdpa-folded-heads+step-prefill-{PREFILL_CHUNK}"
 #: Rows every step runs at least: oneDNN takes a different (GEMV) path for a single row.
 MIN_ROWS = 2
 #: Tokens of a slot's tail the calculator reads for `expression =` (longer than any expression it computes).
@@ -92,16 +96,41 @@ class DecodeSchedule:
                 "calculator": self.calculator, "grounding": self.grounding}
 
 
-@dataclass
-class DecodeRequest:
-    """One attempt to decode: its prefilled cache and next-token logits, and its own rules.
+@dataclass(eq=False)
+class Prompt:
+    """Tokens to prefill in the batched step on top of `cache` (a restored graft, or empty) before decoding.
 
-    `cache` is only read (copied into the slot's buffers at admission), so K requests may share
-    one prefilled cache: K samples cost one prefill and K decodes.
+    Requests that share one `Prompt` (the K attempts of a problem) share its prefill: the first
+    one admitted feeds the tokens, `PREFILL_CHUNK` per step; the others wait in their slots and
+    start from a copy of its state once the last chunk has run (or at admission, if it has).
+    `logits` is then the first next-token row; `seconds` the wall of the steps that fed it.
     """
 
     cache: DynamicCache
-    logits: torch.Tensor           # (vocab,) float32: next-token logits after the prompt
+    ids: list[int]
+    logits: torch.Tensor | None = None         # (vocab,) once prefilled
+    seconds: float = 0.0
+    joules: float = 0.0
+    _state: SlotKV | None = field(default=None, repr=False)   # the feeding slot's cache
+    _lengths: list[int] = field(default_factory=list, repr=False)   # its layers' lengths at the prompt's end
+    _position: int = 0                                               # the position after the prompt
+
+    @property
+    def done(self) -> bool:
+        return self.logits is not None
+
+
+@dataclass
+class DecodeRequest:
+    """One attempt to decode: its prefilled cache and next-token logits, or a `Prompt` to prefill first.
+
+    `cache` is only read (copied into the slot's buffers at admission), so K requests may share
+    one prefilled cache: K samples cost one prefill and K decodes. With `prompt`, `cache` and
+    `logits` are unused (the prompt's own cache and the step's logits are).
+    """
+
+    cache: DynamicCache | None
+    logits: torch.Tensor | None    # (vocab,) float32: next-token logits after the prompt
     budget: int                    # most tokens to decode
     stop: StopRule = field(default_factory=StopRule)
     temperature: float = 0.0
@@ -111,6 +140,7 @@ class DecodeRequest:
     forced: list[int] | None = None  # feed these tokens instead of picking (teacher forcing)
     calculator: bool = False       # exact arithmetic: after `expression =`, feed the result (flywheel.calculator)
     grounding: frozenset[str] | None = None  # the operands a solution may use (flywheel.grounding); None: off
+    prompt: Prompt | None = None   # prefill these in the step first (shared by the forks that hold it)
 
 
 @dataclass
@@ -145,63 +175,108 @@ class _LayerBuffer:
         self.length = n
         self.window = window
 
-    def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store one token's key/value (1, kv_heads, 1, head_dim); return what attention sees."""
-        if self.length >= self.keys.shape[-2]:
+    def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Store T tokens' keys/values (1, kv_heads, T, head_dim); return what attention sees, from where.
+
+        The view starts where the first of the T queries' window starts (the whole buffer for a
+        full-attention layer); `_slot_attention` masks the rest for T > 1.
+        """
+        t = key.shape[-2]
+        if self.length + t > self.keys.shape[-2]:
             raise InputError("a decode slot ran past the capacity it was admitted with")
-        self.keys[..., self.length:self.length + 1, :] = key
-        self.values[..., self.length:self.length + 1, :] = value
-        self.length += 1
-        start = 0 if self.window is None else max(0, self.length - self.window)
-        return self.keys[..., start:self.length, :], self.values[..., start:self.length, :]
+        self.keys[..., self.length:self.length + t, :] = key
+        self.values[..., self.length:self.length + t, :] = value
+        self.length += t
+        start = 0 if self.window is None else max(0, self.length - t + 1 - self.window)
+        return self.keys[..., start:self.length, :], self.values[..., start:self.length, :], start
 
 
 class SlotKV:
-    """A slot's whole cache, copied out of a prefilled `DynamicCache` with room for `extra` tokens."""
+    """A slot's whole cache, copied out of a prefilled `DynamicCache` with room for `extra` tokens.
 
-    def __init__(self, cache: DynamicCache, extra: int) -> None:
+    An empty cache (an ungrafted prompt) gives empty buffers shaped from `like` (any prefilled
+    cache of the same model) or from the model's config.
+    """
+
+    def __init__(self, cache: DynamicCache, extra: int, *, config: Any = None) -> None:
         self.layers: list[_LayerBuffer] = []
         self.position = cache.get_seq_length()  # absolute position of the next token
         for layer in cache.layers:
             any_layer: Any = layer   # transformers types layers as a union of mixins
             keys: Any = any_layer.keys
+            values: Any = any_layer.values
             window = int(layer.sliding_window) if isinstance(layer, DynamicSlidingWindowLayer) else None
             if keys is None:
-                raise InputError("cannot decode from an empty cache: prefill a prompt first")
-            self.layers.append(_LayerBuffer(keys, any_layer.values, extra, window))
+                if config is None:
+                    raise InputError("cannot decode from an empty cache: prefill a prompt first")
+                keys = values = _empty_kv(config)
+            self.layers.append(_LayerBuffer(keys, values, extra, window))
+
+    @classmethod
+    def fork(cls, source: SlotKV, lengths: list[int], position: int, extra: int) -> SlotKV:
+        """A copy of `source` as it was when its layers held `lengths` entries, with room for `extra` more."""
+        kv = cls.__new__(cls)
+        kv.position = position
+        kv.layers = [_LayerBuffer(layer.keys[..., :n, :], layer.values[..., :n, :], extra, layer.window)
+                     for layer, n in zip(source.layers, lengths, strict=True)]
+        return kv
+
+
+def _empty_kv(config: Any) -> torch.Tensor:
+    """A layer's empty key (or value) tensor, (1, kv_heads, 0, head_dim), for the model `config`."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dtype = getattr(config, "torch_dtype", None) or getattr(config, "dtype", None) or torch.float32
+    return torch.empty(1, config.num_key_value_heads, 0, head_dim, dtype=dtype)
 
 
 class _StepCache:
-    """Stands in for transformers' `Cache` during one slot step: appends each row to its slot.
+    """Stands in for transformers' `Cache` during one slot step: appends each slot's rows to its buffers.
 
-    The attention layers call `update()`; the per-slot views it stores are what
-    `_slot_attention` attends over. The (B, ...) tensors returned are ignored.
+    The step's rows are packed, (1, N, ...): slot i's `counts[i]` rows follow slot i-1's (a free or
+    waiting slot has one dummy row). The attention layers call `update()`; the per-slot views it
+    stores are what `_slot_attention` attends over. The tensors returned are ignored.
     """
 
-    def __init__(self, slots: list[SlotKV | None]) -> None:
+    def __init__(self, slots: list[SlotKV | None], counts: list[int]) -> None:
         self.slots = slots
-        self.visible: dict[int, list[tuple[torch.Tensor, torch.Tensor] | None]] = {}
+        self.counts = counts
+        self.visible: dict[int, list[tuple[torch.Tensor, torch.Tensor, int] | None]] = {}
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
                *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        views: list[tuple[torch.Tensor, torch.Tensor] | None] = []
-        for i, slot in enumerate(self.slots):   # key_states: (B, kv_heads, 1, head_dim)
+        views: list[tuple[torch.Tensor, torch.Tensor, int] | None] = []
+        row = 0
+        for slot, n in zip(self.slots, self.counts, strict=True):   # key_states: (1, kv_heads, N, head_dim)
             views.append(None if slot is None else
-                         slot.layers[layer_idx].append(key_states[i:i + 1], value_states[i:i + 1]))
+                         slot.layers[layer_idx].append(key_states[:, :, row:row + n], value_states[:, :, row:row + n]))
+            row += n
         self.visible[layer_idx] = views
         return key_states, value_states
 
 
+def _prompt_mask(rows: int, keys: int, start: int, window: int | None) -> torch.Tensor:
+    """Which of a view's `keys` (buffer entries `start`...) each of the last `rows` entries attends to:
+    itself and before it, within the layer's window. (rows, keys) bool."""
+    end = start + keys
+    query = torch.arange(end - rows, end)[:, None]   # buffer index of each query
+    key = torch.arange(start, end)[None, :]
+    mask = key <= query
+    if window is not None:
+        mask &= key > query - window
+    return mask
+
+
 def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """Attention per slot over its own keys; free slots give zeros. query: (B, heads, 1, head_dim).
+    """Attention per slot over its own keys; free slots give zeros. query: (1, heads, N, head_dim), packed.
 
     Each slot makes one `scaled_dot_product_attention` call with its query heads folded onto
     their key/value head: the `groups` heads that share a key/value head become `groups` query
     rows of that head, (1, kv_heads, groups, head_dim), with no mask. That is the same attention
     as transformers' grouped call (`enable_gqa`), but it runs PyTorch's fused CPU kernel instead
     of its unfused fallback for grouped heads (~25% less per call over 512-1024 keys, measured
-    call by call on this machine), so its bits are those of `KERNEL_PATH` slots-v2, not v1's.
+    call by call on this machine). A slot feeding T > 1 prompt tokens folds them the same way,
+    (1, kv_heads, groups * T, head_dim), with a causal (and sliding-window) mask over its view.
     Anything else (a softcap, dropout, wide heads) goes through the integration itself.
 
     Tried and measured (bench/long_context.py, 2026-12-04): splitting the slots' calls between two
@@ -210,24 +285,32 @@ def _slot_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     its spinning workers take the cores the step's GEMMs need. Keep attention on this thread.
     """
     step: _StepCache = kwargs.pop("slot_step")
-    views = step.visible[int(module.layer_idx)]  # type: ignore[arg-type]
-    kwargs.pop("sliding_window", None)  # the views already end at the window
-    rows, heads, _, head_dim = query.shape
-    out = torch.zeros(rows, 1, heads, head_dim, dtype=query.dtype, device=query.device)  # (B, 1, heads, head_dim)
+    layer = int(module.layer_idx)  # type: ignore[arg-type]
+    views = step.visible[layer]
+    kwargs.pop("sliding_window", None)  # the views already start at the window
+    _, heads, n_rows, head_dim = query.shape
+    out = torch.zeros(1, n_rows, heads, head_dim, dtype=query.dtype, device=query.device)  # (1, N, heads, head_dim)
     direct = (kwargs.get("softcap") is None and not kwargs.get("dropout") and head_dim <= 256)
     scaling = kwargs.get("scaling")
-
-    for i, kv in enumerate(views):
-        if kv is None:
+    row = 0
+    for slot, kv, t in zip(step.slots, views, step.counts, strict=True):
+        r, row = row, row + t
+        if kv is None or slot is None:
             continue
+        keys, values, start = kv
+        mask = None if t == 1 else _prompt_mask(t, keys.shape[-2], start, slot.layers[layer].window)
+        q = query[:, :, r:r + t, :]                                   # (1, heads, t, head_dim)
         if direct:
-            kv_heads = kv[0].shape[1]
-            folded = query[i:i + 1].reshape(1, kv_heads, heads // kv_heads, head_dim)  # head h = kv * groups + g
+            kv_heads = keys.shape[1]
+            groups = heads // kv_heads
+            folded = q.reshape(1, kv_heads, groups * t, head_dim)    # head h = kv * groups + g, then token
             attn = torch.nn.functional.scaled_dot_product_attention(
-                folded, kv[0], kv[1], attn_mask=None, dropout_p=0.0, scale=scaling, is_causal=False)
-            out[i] = attn.reshape(1, heads, head_dim)
+                folded, keys, values, attn_mask=None if mask is None else mask.repeat(groups, 1),
+                dropout_p=0.0, scale=scaling, is_causal=False)
+            out[0, r:r + t] = attn.reshape(heads, t, head_dim).transpose(0, 1)
         else:
-            out[i:i + 1] = sdpa_attention_forward(module, query[i:i + 1], kv[0], kv[1], None, **kwargs)[0]
+            out[0, r:r + t] = sdpa_attention_forward(module, q, keys, values,
+                                                     None if mask is None else mask[None, None], **kwargs)[0][0]
     return out, None
 
 
@@ -281,44 +364,66 @@ def _install_onednn_linears(engine: Engine) -> None:
 
 
 @torch.inference_mode()
-def decode_step(engine: Engine, slots: list[SlotKV | None], tokens: list[int]) -> torch.Tensor:
-    """Feed one token to each occupied slot in one model call of len(slots) rows (at least MIN_ROWS).
+def decode_step(engine: Engine, slots: list[SlotKV | None], feeds: list[list[int]]) -> torch.Tensor:
+    """Feed each occupied slot its tokens (one decode token, or a chunk of its prompt) in one model call.
 
-    Returns float32 logits (B, vocab); rows of free slots are meaningless.
+    The rows are packed, (1, N): slot i's `feeds[i]` in order, one dummy row for a free slot or
+    one that feeds nothing, at least MIN_ROWS rows in all. Returns float32 logits (len(slots),
+    vocab): each slot's last row (rows of free slots, and of prompt chunks before the last, are
+    meaningless).
     """
     _install_onednn_linears(engine)
-    if len(slots) < MIN_ROWS:
-        slots = slots + [None] * (MIN_ROWS - len(slots))
-        tokens = tokens + [0] * (MIN_ROWS - len(tokens))
-    rows = len(slots)
     pad = engine.tokenizer.pad_token_id or 0
-    ids = [tok if slot is not None else pad for slot, tok in zip(slots, tokens, strict=True)]
-    positions = [slot.position if slot is not None else 0 for slot in slots]
-    input_ids = torch.tensor(ids, dtype=torch.long, device=engine.device)[:, None]          # (B, 1)
-    position_ids = torch.tensor(positions, dtype=torch.long, device=engine.device)[:, None]  # (B, 1)
-    step = _StepCache(slots)
+    ids: list[int] = []
+    positions: list[int] = []
+    counts: list[int] = []
+    live: list[SlotKV | None] = []
+    for slot, feed in zip(slots, feeds, strict=True):
+        if slot is None or not feed:
+            ids.append(pad)
+            positions.append(0)
+            counts.append(1)
+            live.append(None)
+            continue
+        ids += feed
+        positions += range(slot.position, slot.position + len(feed))
+        counts.append(len(feed))
+        live.append(slot)
+    last = (torch.tensor(counts).cumsum(0) - 1).tolist()   # each slot's last row: its logits
+    while len(ids) < MIN_ROWS:                       # a dummy row no slot reads
+        ids.append(pad)
+        positions.append(0)
+        counts.append(1)
+        live.append(None)
+    keep = last + [last[-1]] * (MIN_ROWS - len(last))   # the output projection runs on >= MIN_ROWS rows too
+    input_ids = torch.tensor([ids], dtype=torch.long, device=engine.device)           # (1, N)
+    position_ids = torch.tensor([positions], dtype=torch.long, device=engine.device)  # (1, N)
+    step = _StepCache(live, counts)
     config = engine.model.config
     saved = config._attn_implementation
     config._attn_implementation = SLOT_ATTENTION   # under the engine's lock: one step at a time
     _in_step.active = True
     try:
         out = engine.model(input_ids=input_ids, position_ids=position_ids, cache=step, use_cache=True,
-                           attention_mask=_mask_marker(engine, rows), logits_to_keep=1, slot_step=step)
+                           attention_mask=_mask_marker(engine, 1),
+                           logits_to_keep=torch.tensor(keep, dtype=torch.long, device=engine.device),
+                           slot_step=step)
     finally:
         _in_step.active = False
         config._attn_implementation = saved
-    for slot in slots:
+    for slot, n in zip(live, counts, strict=False):
         if slot is not None:
-            slot.position += 1
-    return out.logits[:, -1].float()   # (B, V)
+            slot.position += n
+    return out.logits[0, :len(slots)].float()   # (len(slots), V)
 
 
 @dataclass
 class _Active:
     request: DecodeRequest
-    kv: SlotKV
+    kv: SlotKV | None                 # None while it waits for another slot to prefill its prompt
     generator: torch.Generator | None
     started: float
+    fed: int | None = None            # prompt tokens fed so far, while this slot prefills its prompt
     tokens: list[int] = field(default_factory=list)
     queued: list[int] = field(default_factory=list)   # the calculator's result, fed before picking again
     tool_tokens: int = 0
@@ -352,6 +457,8 @@ class BatchDecoder:
         self.model_seconds = 0.0   # in decode steps
         self.pick_seconds = 0.0    # choosing tokens (sampling) between steps
         self.admit_seconds = 0.0   # copying admitted requests' caches into slots
+        self.prefill_seconds = 0.0  # of model_seconds, the prompt rows' share of the steps
+        self.prefill_tokens = 0     # prompt tokens fed in the steps
         self.grounding_repicks = 0  # tokens the grounding rules refused (each one picked again)
         self.steps = 0
 
@@ -359,8 +466,9 @@ class BatchDecoder:
             step_meter: StepMeter | None = None) -> Iterator[DecodeOutcome]:
         """Decode every request; yields each outcome as soon as its request finishes.
 
-        `requests` is read lazily, one request per free slot, so a caller may prefill at admission
+        `requests` is read lazily, one request per free slot, so a caller may prepare at admission
         and may react to earlier outcomes (e.g. skip a problem already solved) before the next one.
+        A request with a `Prompt` prefills it in the steps first (see `Prompt`).
         `progress(finished, None, "N decode tok/s")` follows each finished request (the total is
         not known: requests are read lazily).
         """
@@ -382,19 +490,23 @@ class BatchDecoder:
                         yield DecodeOutcome(req.tag, [], "budget", i, 0.0)
                         continue
                     t0 = time.perf_counter()
-                    active[i] = self._admit(req)
-                    with torch.inference_mode():   # the last step's logits are an inference tensor
-                        if logits is None:
-                            logits = torch.zeros(max(self.slots, MIN_ROWS), req.logits.shape[-1])
-                        logits[i].copy_(req.logits)  # the row a free slot had in the last step is unused
+                    active[i], first = self._admit(req)
+                    if first is not None:
+                        logits = self._set_row(logits, i, first)
                     self.admit_seconds += time.perf_counter() - t0
             if all(a is None for a in active):
                 return
-            assert logits is not None
-            chosen = self._pick(active, logits)
-            feed: list[int] = [0] * self.slots
+            ready = [a if a is not None and a.kv is not None and a.fed is None else None for a in active]
+            chosen = self._pick(ready, logits) if any(ready) else [0] * self.slots
+            feeds: list[list[int]] = [[] for _ in range(self.slots)]
             for i, a in enumerate(active):
                 if a is None:
+                    continue
+                if a.fed is not None:                # prefilling its prompt: the next chunk
+                    assert a.request.prompt is not None
+                    feeds[i] = a.request.prompt.ids[a.fed:a.fed + PREFILL_CHUNK]
+                    continue
+                if a.kv is None:                     # waiting for its prompt's prefill
                     continue
                 token = chosen[i]
                 a.tokens.append(token)
@@ -411,26 +523,83 @@ class BatchDecoder:
                     continue
                 if a.request.calculator and not a.queued:
                     self._calculate(a, token)
-                feed[i] = token
-            busy = [a for a in active if a is not None]
-            if busy:
-                t0 = time.perf_counter()
-                kvs = [a.kv if a else None for a in active]
-                if step_meter is None:
-                    logits, joules = decode_step(self.engine, kvs, feed), 0.0
-                else:
-                    def step(kvs: list[SlotKV | None] = kvs, feed: list[int] = feed) -> torch.Tensor:
-                        return decode_step(self.engine, kvs, feed)
-                    logits, joules = step_meter(step)
-                self.model_seconds += time.perf_counter() - t0
-                self.steps += 1
-                for a in busy:
-                    a.joules += joules / len(busy)
+                feeds[i] = [token]
+            if any(feeds):
+                logits = self._step(active, feeds, step_meter)
+            elif any(a is not None for a in active):   # all wait on a prompt no slot feeds: a bug, not a hang
+                raise AssertionError("decode slots wait on a prompt that no slot is prefilling")
 
-    def _admit(self, req: DecodeRequest) -> _Active:
-        kv = SlotKV(req.cache, extra=req.budget)
+    def _step(self, active: list[_Active | None], feeds: list[list[int]],
+              step_meter: StepMeter | None) -> torch.Tensor:
+        """One step over the slots' feeds; then the prompts it finished start their waiting forks."""
+        t0 = time.perf_counter()
+        kvs = [a.kv if a is not None and feeds[i] else None for i, a in enumerate(active)]
+        if step_meter is None:
+            logits, joules = decode_step(self.engine, kvs, feeds), 0.0
+        else:
+            def step(kvs: list[SlotKV | None] = kvs) -> torch.Tensor:
+                return decode_step(self.engine, kvs, feeds)
+            logits, joules = step_meter(step)
+        wall = time.perf_counter() - t0
+        self.model_seconds += wall
+        self.steps += 1
+        rows = sum(len(f) for f in feeds)
+        for i, a in enumerate(active):   # wall and energy shared by the rows each slot fed
+            if a is None or not feeds[i]:
+                continue
+            share = len(feeds[i]) / rows
+            if a.fed is None:
+                a.joules += joules * share
+                continue
+            prompt = a.request.prompt
+            assert prompt is not None and a.kv is not None
+            prompt.seconds += wall * share
+            prompt.joules += joules * share
+            self.prefill_seconds += wall * share
+            self.prefill_tokens += len(feeds[i])
+            a.fed += len(feeds[i])
+            if a.fed == len(prompt.ids):     # prefilled: this slot and its waiting forks decode from here
+                a.fed = None
+                with torch.inference_mode():
+                    prompt.logits = logits[i].clone()
+                prompt._state, prompt._lengths = a.kv, [layer.length for layer in a.kv.layers]
+                prompt._position = a.kv.position
+                for j, w in enumerate(active):
+                    if w is not None and w.kv is None and w.request.prompt is prompt:
+                        w.kv = self._fork(prompt, w.request)
+                        logits = self._set_row(logits, j, prompt.logits)
+        return logits
+
+    def _admit(self, req: DecodeRequest) -> tuple[_Active, torch.Tensor | None]:
+        """The slot state of `req`, and its first logits row if it has one now."""
         generator = torch.Generator().manual_seed(req.seed) if req.temperature > 0 and req.seed is not None else None
-        return _Active(req, kv, generator, time.perf_counter())
+        prompt = req.prompt
+        if prompt is None:
+            if req.cache is None or req.logits is None:
+                raise InputError("a decode request needs a prefilled cache and its logits, or a prompt")
+            return _Active(req, SlotKV(req.cache, extra=req.budget), generator, time.perf_counter()), req.logits
+        if not prompt.ids:
+            raise InputError("a decode request's prompt has no tokens")
+        if prompt.done:
+            assert prompt.logits is not None
+            return _Active(req, self._fork(prompt, req), generator, time.perf_counter()), prompt.logits
+        if prompt._state is None:        # the first of its forks: it feeds the prompt
+            kv = SlotKV(prompt.cache, extra=len(prompt.ids) + req.budget, config=self.engine.model.config)
+            prompt._state = kv
+            return _Active(req, kv, generator, time.perf_counter(), fed=0), None
+        return _Active(req, None, generator, time.perf_counter()), None   # waits for the feeding fork
+
+    @staticmethod
+    def _fork(prompt: Prompt, req: DecodeRequest) -> SlotKV:
+        assert prompt._state is not None
+        return SlotKV.fork(prompt._state, prompt._lengths, prompt._position, extra=req.budget)
+
+    def _set_row(self, logits: torch.Tensor | None, i: int, row: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():   # the last step's logits are an inference tensor
+            if logits is None:
+                logits = torch.zeros(max(self.slots, MIN_ROWS), row.shape[-1])
+            logits[i].copy_(row)       # the row a free slot had in the last step is unused
+        return logits
 
     def _pick(self, active: list[_Active | None], logits: torch.Tensor) -> list[int]:
         """Each occupied slot's next token (forced, or picked from its row of `logits`, all rows at once)."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many
 from flywheel.calculator import CALCULATOR
 from flywheel.catalog.records import bounded_text
+from flywheel.decode import KERNEL_PATH
 from flywheel.errors import FlywheelError, InputError
 from flywheel.grounding import GROUNDING
 from flywheel.problemsets import Problem
@@ -101,6 +102,11 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
     rules = schedule.get("grounding")
     if rules not in (None, GROUNDING):
         raise InputError(f"run {run_id} grounded its numbers under {rules!r}; this version has {GROUNDING!r}",
+                         hint="replay it with the version of kv-flywheel that ran it")
+    kernel = schedule.get("kernel")
+    if kernel not in (None, KERNEL_PATH):
+        raise InputError(f"run {run_id} decoded under kernel {kernel!r}; this version decodes with {KERNEL_PATH!r}, "
+                         f"so its attempts' bits cannot be reproduced",
                          hint="replay it with the version of kv-flywheel that ran it")
     out = []
     for row in replayable(library, run_id, n):

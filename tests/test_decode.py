@@ -7,7 +7,7 @@ import hashlib
 import pytest
 import torch
 
-from flywheel.decode import BatchDecoder, DecodeOutcome, DecodeRequest
+from flywheel.decode import PREFILL_CHUNK, BatchDecoder, DecodeOutcome, DecodeRequest, Prompt
 from flywheel.engine import Engine, StopRule
 from flywheel.kv import capture, graft
 from flywheel.testing import TINY_SLIDING_WINDOW
@@ -181,22 +181,110 @@ def test_verify_graft_in_the_batched_schedule_on_the_tiny_model(tiny_gemma: Engi
     assert report.slot_count_invariant and report.schedule and report.schedule["slots"] == 2
 
 
-def test_folded_heads_are_grouped_query_attention_with_several_kv_heads() -> None:
-    """Query head h attends with key/value head h // groups (transformers' `repeat_kv` order), kv_heads > 1."""
+@pytest.mark.parametrize("window", [None, 9])
+def test_folded_heads_are_grouped_query_attention_with_several_kv_heads(window: int | None) -> None:
+    """Query head h attends with key/value head h // groups (transformers' `repeat_kv` order), kv_heads > 1;
+    a slot feeding T prompt rows attends causally, within its layer's window (packed rows, one call)."""
     from types import SimpleNamespace
 
     from flywheel import decode as dec
 
     torch.manual_seed(0)
     heads, kv_heads, d = 9, 3, 16                     # SmolLM2's grouping: 3 query heads per kv head
-    query = torch.randn(3, heads, 1, d)
-    views = [(torch.randn(1, kv_heads, n, d), torch.randn(1, kv_heads, n, d)) if n else None for n in (7, 0, 40)]
-    step = SimpleNamespace(visible={0: views})
+    counts = [1, 1, 5]                                # slot 0 decodes, slot 1 is free, slot 2 feeds 5 prompt rows
+    query = torch.randn(1, heads, sum(counts), d)
+    keys = [40, 0, 40]                                # entries in each slot's buffer after the step
+    views = []
+    for n, t in zip(keys, counts, strict=True):
+        start = 0 if window is None or not n else max(0, n - t + 1 - window)
+        views.append((torch.randn(1, kv_heads, n - start, d), torch.randn(1, kv_heads, n - start, d), start)
+                     if n else None)
+    slots = [SimpleNamespace(layers=[SimpleNamespace(window=window)]) if n else None for n in keys]
+    step = SimpleNamespace(visible={0: views}, slots=slots, counts=counts)
     module = SimpleNamespace(layer_idx=0, num_key_value_groups=heads // kv_heads)
     out, _ = dec._slot_attention(module, query, query, query, None, slot_step=step, scaling=d ** -0.5)  # type: ignore[arg-type]
-    assert out.shape == (3, 1, heads, d) and not out[1].any()   # a free slot gives zeros
-    for i in (0, 2):
-        k, v = views[i]                                            # type: ignore[misc]
-        expected = torch.nn.functional.scaled_dot_product_attention(query[i:i + 1], k, v, scale=d ** -0.5,
-                                                                    enable_gqa=True)   # (1, heads, 1, d)
-        torch.testing.assert_close(out[i], expected[0].transpose(0, 1), rtol=1e-5, atol=1e-6)
+    assert out.shape == (1, 7, heads, d) and not out[0, 1].any()   # a free slot gives zeros
+    for i, rows in ((0, slice(0, 1)), (2, slice(2, 7))):
+        k, v, start = views[i]                                     # type: ignore[misc]
+        t = counts[i]
+        q_at = torch.arange(keys[i] - t, keys[i])[:, None]         # buffer index of each query row
+        k_at = torch.arange(start, keys[i])[None, :]
+        allowed = (k_at <= q_at) & (k_at > q_at - (window or 10 ** 6))
+        expected = torch.nn.functional.scaled_dot_product_attention(query[:, :, rows], k, v, attn_mask=allowed,
+                                                                    scale=d ** -0.5, enable_gqa=True)  # (1, heads, t, d)
+        torch.testing.assert_close(out[0, rows], expected[0].transpose(0, 1), rtol=1e-5, atol=1e-6)
+
+
+# --- prompts prefilled in the batched step (kernel slots-v3) ----------------------------------------
+
+
+def prompted(engine: Engine, text: str, budget: int, tag: str, prompt: Prompt | None = None, *,
+             cache: object = None, **kw: object) -> DecodeRequest:
+    """A request whose prompt the decoder prefills in its steps (on `cache`: a graft, else from nothing)."""
+    if prompt is None:
+        bos = cache is None
+        prompt = Prompt(cache if cache is not None else engine.new_cache(), engine.encode(text, bos=bos))  # type: ignore[arg-type]
+    return DecodeRequest(None, None, budget, prompt=prompt, stop=NO_STOP, tag=tag, keep_logits=True, **kw)  # type: ignore[arg-type]
+
+
+LONG = "A prompt longer than one prefill chunk and the tiny model's sliding window. " * 6
+
+
+@pytest.mark.parametrize("kind", ["gemma", "llama"])
+def test_a_prompt_prefilled_in_the_step_is_the_models_computation(kind: str, tiny_gemma: Engine,
+                                                                  tiny_llama: Engine) -> None:
+    """Chunked, masked, beside others: close to the one-sequence prefill (bits differ: another schedule)."""
+    engine = tiny_gemma if kind == "gemma" else tiny_llama
+    ids = engine.encode(LONG)
+    assert len(ids) > 2 * PREFILL_CHUNK and len(ids) > TINY_SLIDING_WINDOW
+    dec = BatchDecoder(engine, 3)
+    out = {o.tag: o for o in dec.run([request(engine, PROMPTS[1], 30, "n"), prompted(engine, LONG, 8, "me")])}
+    assert dec.prefill_tokens == len(ids)
+    cache, logits = engine.prefill(ids)
+    single = [logits[-1]]
+    for token in out["me"].tokens[:-1]:
+        single.append(engine.decode_one_token(cache, token))
+    assert max(float((a - b).abs().max()) for a, b in zip(single, out["me"].step_logits, strict=True)) < 1e-3
+    assert [int(s.argmax()) for s in single] == [int(s.argmax()) for s in out["me"].step_logits]
+
+
+@pytest.mark.parametrize("kind", ["gemma", "llama"])
+def test_a_prompts_bits_do_not_depend_on_its_neighbours_or_slot(kind: str, tiny_gemma: Engine,
+                                                                tiny_llama: Engine) -> None:
+    engine = tiny_gemma if kind == "gemma" else tiny_llama
+    alone = decode(engine, 1, [prompted(engine, LONG, 20, "me")])["me"]
+    reference = step_shas(alone)
+    mixes = [   # neighbours decoding, neighbours prefilling their own prompts in the same steps
+        [request(engine, PROMPTS[1], 40, "n1"), prompted(engine, PROMPTS[2], 5, "n2"),
+         prompted(engine, LONG, 20, "me"), prompted(engine, PROMPTS[0] * 3, 30, "n3", temperature=0.9, seed=1)],
+        [prompted(engine, PROMPTS[4], 3, "n1"), prompted(engine, PROMPTS[3], 2, "n2"), prompted(engine, LONG, 20, "me")],
+    ]
+    for mix in mixes:
+        out = decode(engine, 3, mix)
+        assert out["me"].tokens == alone.tokens
+        assert step_shas(out["me"]) == reference
+
+
+def test_forks_share_one_prefill_and_decode_as_if_each_had_its_own(tiny_gemma: Engine) -> None:
+    shared = Prompt(tiny_gemma.new_cache(), tiny_gemma.encode(PROMPTS[4]))
+    forks = [prompted(tiny_gemma, "", 12, f"f{k}", shared, temperature=1.0, seed=k) for k in range(4)]
+    dec = BatchDecoder(tiny_gemma, 3)   # one fork waits for a free slot, after the prefill is done
+    together = {o.tag: o for o in dec.run([request(tiny_gemma, PROMPTS[1], 6, "n"), *forks])}
+    assert dec.prefill_tokens == len(shared.ids) and shared.done
+    for k in range(4):
+        own = decode(tiny_gemma, 2, [prompted(tiny_gemma, PROMPTS[4], 12, "me", temperature=1.0, seed=k)])["me"]
+        assert together[f"f{k}"].tokens == own.tokens and step_shas(together[f"f{k}"]) == step_shas(own)
+    assert len({tuple(together[f"f{k}"].tokens) for k in range(4)}) > 1   # the seeds drew differently
+
+
+def test_graft_equals_fresh_when_the_question_is_prefilled_in_the_step(tiny_gemma: Engine) -> None:
+    ids = tiny_gemma.encode(PROMPTS[2] * 2)
+    assert len(ids) > TINY_SLIDING_WINDOW
+    cache, logits = tiny_gemma.prefill(ids)
+    artifact = capture(tiny_gemma, cache, ids, logits[-1])
+    question = "Solve for y: 3y = 12.\nSolution:"
+    fresh = decode(tiny_gemma, 4, [request(tiny_gemma, PROMPTS[3], 5, "x"),
+                                   prompted(tiny_gemma, question, 10, "fresh", cache=cache)])["fresh"]
+    grafted = decode(tiny_gemma, 2, [prompted(tiny_gemma, question, 10, "graft", cache=graft(tiny_gemma, artifact).cache),
+                                     prompted(tiny_gemma, LONG, 9, "y")])["graft"]
+    assert fresh.tokens == grafted.tokens and step_shas(fresh) == step_shas(grafted)

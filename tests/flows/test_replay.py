@@ -13,6 +13,7 @@ from flows import RunConfig, flywheel_run, runtime
 from flywheel import config
 from flywheel.cli import main
 from flywheel.engine import Engine
+from flywheel.errors import InputError
 from flywheel.library import Library
 from flywheel.problemsets import load_problem_set
 from flywheel.replay import recheck
@@ -76,3 +77,16 @@ def test_a_tampered_row_is_named_and_the_command_exits_non_zero(runs: dict[str, 
     ok = CliRunner().invoke(main, ["--library", str(lib_dir), "report", "--run", runs["grafted"], "--recheck", "2"])
     assert ok.exit_code == 0, ok.output
     assert f"all 2 replayed attempts of {runs['grafted']} match the catalog" in ok.stdout
+
+
+def test_a_run_decoded_under_another_kernel_is_refused_not_compared(runs: dict[str, str], lib_dir: Path,
+                                                                    tiny_gemma: Engine) -> None:
+    lib = _lib(lib_dir)
+    run = lib.catalog.get_run(runs["sampled"])
+    assert run is not None and run.decode_schedule is not None
+    old = {**json.loads(run.decode_schedule), "kernel": "slots-v2:onednn-linear+per-slot-sdpa-folded-heads"}
+    with lib.catalog.db.begin() as conn:
+        conn.execute(text("UPDATE runs SET decode_schedule = :s WHERE id = :id"),
+                     {"s": json.dumps(old), "id": runs["sampled"]})
+    with pytest.raises(InputError, match="decoded under kernel 'slots-v2"):
+        recheck(lib, tiny_gemma, runs["sampled"], 4)

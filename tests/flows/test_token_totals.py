@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flows import RunConfig, flywheel_run, runtime
-from flywheel import config
+from flywheel import config, decode
 from flywheel.engine import Engine
 from flywheel.library import Library
 from flywheel.problemsets import load_problem_set
@@ -23,14 +23,11 @@ FRESH = {"id": "lin-b", "problem": "Solve for x: 2x + 1 = 7.", "reference": "3"}
 
 
 class CountingEngine(Engine):
-    """The tiny model, counting the tokens it prefills and the tokens it decodes (one pick per row per token)."""
+    """The tiny model, counting the prompt tokens the decoder's steps feed it and the tokens it decodes
+    (one pick per row per token)."""
 
     prefilled = 0
     decoded = 0
-
-    def prefill(self, ids: Any, cache: Any = None, **kw: Any) -> Any:  # type: ignore[override]
-        type(self).prefilled += len(ids)
-        return super().prefill(ids, cache, **kw)
 
     def pick_tokens(self, logits: Any, temperatures: Any, generators: Any, produced: Any) -> list[int]:
         type(self).decoded += len(produced)
@@ -42,6 +39,20 @@ def counting(tiny_gemma: Engine) -> str:
     eng = CountingEngine(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint, tiny_gemma.settings)
     runtime.register_engine("counting-tiny", eng)
     return "counting-tiny"
+
+
+@pytest.fixture(autouse=True)
+def count_prompt_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Count what the steps prefill: here every prompt is one chunk of several tokens, and a decoding
+    slot feeds one token per step, so the multi-token feeds are the prompts."""
+    step = decode.decode_step
+
+    def counted(engine: Engine, slots: Any, feeds: list[list[int]]) -> Any:
+        if isinstance(engine, CountingEngine):
+            CountingEngine.prefilled += sum(len(f) for f in feeds if len(f) > 1)
+        return step(engine, slots, feeds)
+
+    monkeypatch.setattr(decode, "decode_step", counted)
 
 
 def _write(path: Path, rows: list[dict[str, str]]) -> Path:
