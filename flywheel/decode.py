@@ -15,11 +15,20 @@ Why this is exact per slot (the schedule the rest of the project relies on):
   the batch.
 * Each slot owns preallocated key/value buffers. A sliding-window layer attends to the last
   `window` entries, which is what `DynamicSlidingWindowLayer` hands to attention.
+* A request's prompt (the question after its graft, or a whole plain prompt) is prefilled in the
+  steps too (`Prompt`): its slot feeds up to `PREFILL_CHUNK` prompt tokens as rows of the same
+  packed call, beside the other slots' decode tokens, attending over its own buffers with a
+  causal (and sliding-window) mask. Admission stops no slot, and a prompt's bits, like a decode
+  token's, are its own: they do not depend on what shares the step. They do depend on the chunk
+  size (where each chunk's key range ends), which is part of `KERNEL_PATH`.
 
 The schedule a slot's bits depend on is `DecodeSchedule` (kernel path, dtype, for sampled
 requests the sampler, and whether the calculator may force tokens; the slot count is recorded but
 does not change them); it is recorded with
 every run and with `verify-graft --slots`, and a run is never resumed under another.
+
+The K attempts of a problem share one `Prompt`: the first to take a slot feeds it, the others
+wait in their slots (or are admitted later) and start from a copy of its buffers.
 
 Between steps, the next token of every slot is chosen at once (`Engine.pick_tokens`, see
 `flywheel.sampling`): one row-wise max over the step's logits, then each sampled slot draws from
@@ -497,7 +506,7 @@ class BatchDecoder:
             if all(a is None for a in active):
                 return
             ready = [a if a is not None and a.kv is not None and a.fed is None else None for a in active]
-            chosen = self._pick(ready, logits) if any(ready) else [0] * self.slots
+            chosen = self._pick(ready, logits) if logits is not None and any(ready) else [0] * self.slots
             feeds: list[list[int]] = [[] for _ in range(self.slots)]
             for i, a in enumerate(active):
                 if a is None:

@@ -179,6 +179,9 @@ def test_verify_graft_in_the_batched_schedule_on_the_tiny_model(tiny_gemma: Engi
     report = verify.run_slots(tiny_gemma, samples=5, prefix_tokens=[8, 2 * TINY_SLIDING_WINDOW + 3], slots=2)
     assert report.ok and report.sha_equal == 5 and report.kl_max == 0.0 and report.argmax_agreement == 1.0
     assert report.slot_count_invariant and report.schedule and report.schedule["slots"] == 2
+    assert report.prompt_sha_equal == 5   # the continuation as a step prompt: graft == fresh too
+    report.prompt_sha_equal = 4
+    assert not report.ok                  # one prompt sample differing fails the check
 
 
 @pytest.mark.parametrize("window", [None, 9])

@@ -84,6 +84,8 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
             click.echo(f"batched schedule: {report.slots} slots, kernel {report.schedule['kernel'] if report.schedule else '?'}; "
                        f"sample 1 alone vs beside its neighbours: "
                        f"{'SHA-equal' if report.slot_count_invariant else 'DIFFERENT'} (batch invariance)")
+            click.echo(f"the continuation prefilled as a prompt in the steps (a pass's question after its graft): "
+                       f"{report.prompt_sha_equal}/{report.samples} SHA-equal")
         if offset:
             click.echo(f"graft shifted by {offset} positions (RoPE re-rotation): max KL {report.offset_kl_max:.3g}, "
                        f"argmax agreement {report.offset_argmax_agreement:.1%} — own position is the exact point")

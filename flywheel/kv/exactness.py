@@ -2,7 +2,8 @@
 
 Two schedules are checked: the single-sequence one (`run`: the continuation fed in one forward
 pass on top of the cache) and the batched decode schedule (`run_slots`: the continuation fed one
-token per step through `flywheel.decode`'s slots, beside other samples as neighbours).
+token per step through `flywheel.decode`'s slots, beside other samples as neighbours; and, as a
+pass feeds a question after its graft, the continuation prefilled as a prompt in the steps).
 
 Per sample: prefill a prefix in the engine's schedule, seal it into an artifact file on disk,
 continue the live cache with the continuation tokens (fresh), then read the file back, check
@@ -20,10 +21,12 @@ from pathlib import Path
 
 import torch
 
-from flywheel.engine import Engine
+from flywheel.engine import Engine, StopRule
 from flywheel.kv import capture, graft, logits_sha256, read_artifact
 
 CONTINUATION_TOKENS = 8
+#: Tokens decoded after the continuation is prefilled as a step prompt (`run_slots`).
+PROMPT_DECODE = 4
 
 
 @dataclass
@@ -57,10 +60,12 @@ class Report:
     slots: int | None = None                   # the batched schedule, when checked there
     schedule: dict[str, object] | None = None
     slot_count_invariant: bool | None = None   # sample 1 alone (1 slot) == beside B-1 neighbours
+    prompt_sha_equal: int | None = None        # batched: samples equal with the continuation as a step prompt
 
     @property
     def ok(self) -> bool:
-        return self.samples > 0 and self.sha_equal == self.samples
+        return (self.samples > 0 and self.sha_equal == self.samples
+                and self.prompt_sha_equal in (None, self.samples))
 
     def to_json(self) -> dict[str, object]:
         out = asdict(self)
@@ -157,7 +162,7 @@ def run_slots(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], slo
     slot (the group reversed), so neighbours and slot index differ too. Also checks true batch
     invariance: sample 1 decoded alone (one slot) against its logits beside its neighbours.
     """
-    from flywheel.decode import BatchDecoder, DecodeRequest
+    from flywheel.decode import BatchDecoder, DecodeRequest, Prompt
 
     stride = 97
     ids = corpus_ids(engine, max(prefix_tokens) + CONTINUATION_TOKENS + stride * samples)
@@ -174,7 +179,7 @@ def run_slots(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], slo
             prefix = [engine.tokenizer.bos_token_id] + prefix[1:]
         return prefix, cont
 
-    def request(cache: object, logits: torch.Tensor, cont: list[int], tag: int) -> DecodeRequest:
+    def request(cache: object, logits: torch.Tensor | None, cont: list[int], tag: int) -> DecodeRequest:
         # feed every continuation token; the logits kept after each are compared (the first kept
         # are the prefill's, not part of the comparison)
         return DecodeRequest(cache, logits, len(cont) + 1, tag=tag, keep_logits=True,  # type: ignore[arg-type]
@@ -183,21 +188,37 @@ def run_slots(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], slo
     def continuation_logits(reqs: list[DecodeRequest], dec: BatchDecoder = decoder) -> dict[int, torch.Tensor]:
         return {o.tag: torch.stack(o.step_logits[1:]) for o in dec.run(reqs)}   # (C, V) per sample
 
+    def as_prompt(cache: object, cont: list[int], tag: int) -> DecodeRequest:
+        # the continuation prefilled in the steps, as a pass prefills a question after its graft,
+        # then PROMPT_DECODE greedy tokens; every logits row from the prompt's last on is compared
+        return DecodeRequest(None, None, PROMPT_DECODE, prompt=Prompt(cache, cont), tag=tag,  # type: ignore[arg-type]
+                             keep_logits=True, stop=StopRule(newline=False))
+
+    def prompt_logits(reqs: list[DecodeRequest]) -> dict[int, torch.Tensor]:
+        return {o.tag: torch.stack(o.step_logits) for o in decoder.run(reqs)}
+
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         for first in range(0, samples, slots):
             group = list(range(first, min(first + slots, samples)))
             fresh_reqs, graft_reqs, paths = [], [], {}
+            fresh_prompts, graft_prompts = [], []
             for i in group:
                 prefix, cont = texts(i)
                 cache, last = engine.prefill(prefix)
                 artifact = capture(engine, cache, prefix, last)
                 paths[i] = artifact.write(Path(tmp) / f"{artifact.sha256}.kv")
                 fresh_reqs.append(request(cache, last[-1], cont, i))
+                fresh_prompts.append(as_prompt(cache, cont, i))
             fresh = continuation_logits(fresh_reqs)
+            fresh_prompted = prompt_logits(fresh_prompts)
             for i in reversed(group):
                 restored = read_artifact(paths[i])
                 graft_reqs.append(request(graft(engine, restored).cache, fresh_reqs[i - first].logits, texts(i)[1], i))
+                graft_prompts.append(as_prompt(graft(engine, restored).cache, texts(i)[1], i))
             grafted = continuation_logits(graft_reqs)
+            grafted_prompted = prompt_logits(graft_prompts)
+            report.prompt_sha_equal = (report.prompt_sha_equal or 0) + sum(
+                logits_sha256(fresh_prompted[i]) == logits_sha256(grafted_prompted[i]) for i in group)
             if first == 0:
                 alone = continuation_logits([request(graft(engine, read_artifact(paths[0])).cache,
                                                      fresh_reqs[0].logits, texts(0)[1], 0)], BatchDecoder(engine, 1))

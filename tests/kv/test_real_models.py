@@ -29,6 +29,7 @@ def test_default_model_graft_is_sha_equal_inside_the_batched_schedule(real_engin
                                     workdir=tmp_path)
     assert report.ok and report.sha_equal == 4 and report.kl_max == 0.0
     assert report.slot_count_invariant          # one slot alone == beside three neighbours, bit for bit
+    assert report.prompt_sha_equal == 4         # and the continuation prefilled as a prompt in the steps
 
 
 @pytest.fixture(scope="module")
