@@ -8,7 +8,7 @@ On the real default model, N CHAMP problems get their curated solutions deposite
    model time (`AttemptResult.wall_seconds`: graft load from the store, prefill of the question,
    decode). Overhead = wall - model; the issue's target is under 5% of the wall time.
 2. `direct`: the same steps in the same process without Prefect — the task functions' bodies
-   (`task.fn`) called one after another, each timed: router (`route`), model (`attempt`), verifier
+   (`task.fn`, or the plain functions route and record are) called one after another, each timed: router (`route`), model (`attempt`), verifier
    (`verify`), catalog (`record`). The flow's overhead minus router, verifier and catalog is what
    Prefect itself costs.
 
@@ -95,8 +95,8 @@ def direct_pass(env: Env, problems: list[Problem], spec: str, budget: int, run_i
         t2 = clock()
         verdict = verify(problem, result)
         t3 = clock()
-        record.fn(env, attempt_record(result, verdict, run_id=run_id, problem_id=problem.id, attempt_index=0,
-                                      route=decision), graft_records(result))
+        record(env, attempt_record(result, verdict, run_id=run_id, problem_id=problem.id, attempt_index=0,
+                                  route=decision), graft_records(result))
         t4 = clock()
         if decision.artifact_sha:  # the graft load alone (store read, hash checks, graft), inside the model time
             lib.load_graft(engine, decision.artifact_sha)
