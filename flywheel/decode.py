@@ -203,11 +203,11 @@ class _LayerBuffer:
 class SlotKV:
     """A slot's whole cache, copied out of a prefilled `DynamicCache` with room for `extra` tokens.
 
-    An empty cache (an ungrafted prompt) gives empty buffers shaped from `like` (any prefilled
-    cache of the same model) or from the model's config.
+    An empty cache (an ungrafted prompt) gives empty buffers shaped from the model's `config`, in `dtype`.
     """
 
-    def __init__(self, cache: DynamicCache, extra: int, *, config: Any = None) -> None:
+    def __init__(self, cache: DynamicCache, extra: int, *, config: Any = None,
+                 dtype: torch.dtype = torch.float32) -> None:
         self.layers: list[_LayerBuffer] = []
         self.position = cache.get_seq_length()  # absolute position of the next token
         for layer in cache.layers:
@@ -218,7 +218,7 @@ class SlotKV:
             if keys is None:
                 if config is None:
                     raise InputError("cannot decode from an empty cache: prefill a prompt first")
-                keys = values = _empty_kv(config)
+                keys = values = _empty_kv(config, dtype)
             self.layers.append(_LayerBuffer(keys, values, extra, window))
 
     @classmethod
@@ -231,10 +231,9 @@ class SlotKV:
         return kv
 
 
-def _empty_kv(config: Any) -> torch.Tensor:
+def _empty_kv(config: Any, dtype: torch.dtype) -> torch.Tensor:
     """A layer's empty key (or value) tensor, (1, kv_heads, 0, head_dim), for the model `config`."""
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    dtype = getattr(config, "torch_dtype", None) or getattr(config, "dtype", None) or torch.float32
     return torch.empty(1, config.num_key_value_heads, 0, head_dim, dtype=dtype)
 
 
@@ -593,7 +592,8 @@ class BatchDecoder:
             assert prompt.logits is not None
             return _Active(req, self._fork(prompt, req), generator, time.perf_counter()), prompt.logits
         if prompt._state is None:        # the first of its forks: it feeds the prompt
-            kv = SlotKV(prompt.cache, extra=len(prompt.ids) + req.budget, config=self.engine.model.config)
+            model = self.engine.model
+            kv = SlotKV(prompt.cache, extra=len(prompt.ids) + req.budget, config=model.config, dtype=model.dtype)
             prompt._state = kv
             return _Active(req, kv, generator, time.perf_counter(), fed=0), None
         return _Active(req, None, generator, time.perf_counter()), None   # waits for the feeding fork
