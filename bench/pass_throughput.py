@@ -40,6 +40,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
@@ -88,7 +89,7 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
         decision = lib.route(eng, p.text, members=members)
         prepared.append(prepare_attempt(eng, lib, p, route=decision.kind, artifact_sha=decision.artifact_sha))
     prepare_s = time.perf_counter() - start
-    rounds = []
+    rounds, digests = [], []   # tokens/s and the SHA-256 of every attempt's tokens, per round
     for _ in range(rounds_n):
         # A fresh Prompt per problem each round: a Prompt keeps its prefill once fed (the K forks
         # share it), so a reused one would let later rounds skip their prompts' prefill.
@@ -102,9 +103,11 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
         wall = time.perf_counter() - start
         tokens = sum(len(o.tokens) for o in outs)
         rounds.append(tokens / wall)
+        digests.append(hashlib.sha256(json.dumps(sorted([list(o.tag), o.tokens] for o in outs)).encode()).hexdigest())
     contexts = [pa.restored_tokens + pa.prefill_tokens for pa in prepared]
     return {"problems": len(problems), "requests": len(requests), "decode_tokens": tokens, "decode_wall_s": wall,
-            "tokens_per_s": tokens / wall, "rounds_tokens_per_s": rounds, "step_s": decoder.model_seconds, "pick_s": decoder.pick_seconds,
+            "tokens_per_s": tokens / wall, "rounds_tokens_per_s": rounds,
+            "rounds_identical": len(set(digests)) == 1, "tokens_sha256": digests[-1], "step_s": decoder.model_seconds, "pick_s": decoder.pick_seconds,
             "prefill_in_steps_s": decoder.prefill_seconds, "prefill_tokens": decoder.prefill_tokens,
             "admit_s": decoder.admit_seconds, "steps": decoder.steps, "prepare_s": prepare_s,
             "grafted": sum(pa.grafted_artifact_sha is not None for pa in prepared),
@@ -221,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
               "decoder": dec, "pass": run, "command": cli, "sampler": sampler, "setup": setup,
               "load_average_before": load, "load_average_after": os.getloadavg()[0]}
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report))
         return 0
     print(f"{spec}, K={args.attempts} sampled (T=0.7), budget {args.budget}, B={args.slots}, "
           f"{args.near_members} near member(s), {args.model}")

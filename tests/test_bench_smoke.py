@@ -85,3 +85,18 @@ def test_paper_scale_rule_spends_at_least_the_total_it_is_given(total: int, per_
     assert rule["budget_tokens_total"] == 8 * rule["attempts_per_problem"] * per_attempt >= total
     assert rule["budget_tokens_total"] - total < 8 * per_attempt            # the smallest K that reaches it
     assert (rule["temperature"] > 0) is (rule["attempts_per_problem"] > 1)  # one attempt is greedy
+
+
+def test_pass_throughput_bench_decodes_the_same_work_three_ways(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    # The decoder alone (twice, fresh prompts each round), a real flow and the command in a fresh
+    # process, on the same routed problems: the same attempts, so the same decode tokens.
+    out = run_bench("pass_throughput.py", "--model", str(tiny_dirs["gemma3"]), "--per-family", "1", "--attempts", "2",
+                    "--budget", "4", "--slots", "4", tmp_path=tmp_path)
+    dec, run, cli = out["decoder"], out["pass"], out["command"]
+    assert dec["problems"] == run["problems"] == 10 and dec["requests"] == 20
+    assert dec["grafted"] == 10 and run["routes"] == ["near"]         # every problem routed to a near graft
+    assert dec["decode_tokens"] == run["decode_tokens"] == cli["decode_tokens"] > 0
+    assert len(dec["rounds_tokens_per_s"]) == 2 and dec["rounds_identical"]   # round 2 prefilled again, same bits
+    assert dec["prefill_tokens"] >= dec["problems"] * 10 and dec["prefill_in_steps_s"] > 0
+    assert out["pass_efficiency"] == pytest.approx(out["pass_tokens_per_s"] / out["decoder_tokens_per_s"])
+    assert {"decode_step", "prefill", "pick_tokens", "route", "record", "verify"} <= set(out["breakdown"])
