@@ -29,7 +29,8 @@ multinomial per row) beside the batched one (`flywheel.sampling`).
 
 JSON keys: `decoder_tokens_per_s`, `pass_tokens_per_s`, `pass_efficiency` (their ratio),
 `breakdown` (seconds per phase of the pass), `command_tokens_per_s`, `command_efficiency`,
-`decoder`, `pass`, `command`, `sampler`, `setup`.
+`decoder` (with `rounds_tokens_per_s`, `rounds_identical`: every round decoded the same tokens),
+`pass`, `command`, `sampler`, `setup`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse  # noqa: E402
-import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
@@ -77,6 +77,7 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
     from flows import runtime
     from flywheel.attempt import SAMPLE_TEMPERATURE, decode_request, prepare_attempt
     from flywheel.decode import BatchDecoder, Prompt
+    from flywheel.domain import json_sha256
     from flywheel.problemsets import load_problem_set
     from flywheel.router import RouterConfig
 
@@ -103,11 +104,12 @@ def decoder_alone(root: Path, model: str, spec: str, attempts: int, budget: int,
         wall = time.perf_counter() - start
         tokens = sum(len(o.tokens) for o in outs)
         rounds.append(tokens / wall)
-        digests.append(hashlib.sha256(json.dumps(sorted([list(o.tag), o.tokens] for o in outs)).encode()).hexdigest())
+        digests.append(json_sha256(sorted([list(o.tag), o.tokens] for o in outs)))
     contexts = [pa.restored_tokens + pa.prefill_tokens for pa in prepared]
     return {"problems": len(problems), "requests": len(requests), "decode_tokens": tokens, "decode_wall_s": wall,
             "tokens_per_s": tokens / wall, "rounds_tokens_per_s": rounds,
-            "rounds_identical": len(set(digests)) == 1, "tokens_sha256": digests[-1], "step_s": decoder.model_seconds, "pick_s": decoder.pick_seconds,
+            "rounds_identical": len(set(digests)) == 1, "tokens_sha256": digests[-1],
+            "step_s": decoder.model_seconds, "pick_s": decoder.pick_seconds,
             "prefill_in_steps_s": decoder.prefill_seconds, "prefill_tokens": decoder.prefill_tokens,
             "admit_s": decoder.admit_seconds, "steps": decoder.steps, "prepare_s": prepare_s,
             "grafted": sum(pa.grafted_artifact_sha is not None for pa in prepared),
