@@ -44,7 +44,7 @@ from typing import Any  # noqa: E402
 
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
 from flows.demo import write_set  # noqa: E402
-from flywheel import config  # noqa: E402
+from flywheel import config, modelzoo  # noqa: E402
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many  # noqa: E402
 from flywheel.energy import EnergyMeter, Reading  # noqa: E402
 from flywheel.engine import Engine  # noqa: E402
@@ -167,53 +167,123 @@ def selection_rule(total: int, attempt_budget: int, problems: int = PAPER_PROBLE
     attempt_budget) ungrafted attempts of `attempt_budget` decode tokens (attempt k sampled at the
     flywheel's temperature with seed k; greedy when K = 1). A problem none of whose K attempts is
     verified is selected; the scan stops at `problems` selected ones. Their ungrafted budget is
-    problems x K x attempt_budget >= total.
+    problems x K x attempt_budget >= total. A problem's remaining attempts are skipped once one
+    verifies: that cannot change whether it is selected.
     """
     k = max(1, -(-total // (problems * attempt_budget)))
     return {"order": "CHAMP package order", "problems": problems, "attempts_per_problem": k,
             "attempt_budget": attempt_budget, "temperature": SAMPLE_TEMPERATURE if k > 1 else 0.0,
             "seeds": f"0..{k - 1}", "selected_if": "no attempt verified",
+            "early_stop": "a problem's remaining attempts are not decoded once one verifies (it is not selected)",
             "budget_tokens_per_problem": k * attempt_budget, "budget_tokens_total": problems * k * attempt_budget}
 
 
+class ScanLog:
+    """The scan's outcomes, one JSON line per judged problem, appended (and fsynced) as each is judged.
+
+    The first line is the header: the selection rule, the model's fingerprint and the CHAMP set's
+    hash. Opening an existing log under another header is refused, naming the key, so an
+    interrupted run resumes only under the same rule on the same model; the problems it already
+    judged are not decoded again.
+    """
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+        if path.is_file() and path.stat().st_size > 0:
+            text = path.read_text()
+            if not text.endswith("\n"):   # torn by a kill mid-write: that problem is judged again
+                text = text[:text.rfind("\n") + 1]
+                path.write_text(text)
+            lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+            found = lines[0] if lines else {}
+            for key in header:
+                if found.get(key) != header[key]:
+                    raise SystemExit(f"{path}: recorded under another {key!r} than this run's; "
+                                     "pass another --state, or delete the file to start over")
+            self.rows = lines[1:]
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._append(header)
+
+    def _append(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def add(self, row: dict[str, Any]) -> None:
+        self._append(row)
+        self.rows.append(row)
+
+    @property
+    def judged(self) -> set[str]:
+        return {r["problem_id"] for r in self.rows}
+
+
+def default_state(model: str, total: int, attempt_budget: int) -> Path:
+    """Where a scan's log lives unless `--state` says: beside the results, one per model and scale."""
+    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in model)
+    return Path(__file__).resolve().parent / "results" / f"paper-scale-{safe}-{total}-{attempt_budget}.scan.jsonl"
+
+
+def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLog, meter: EnergyMeter,
+         slots: int) -> None:
+    """Judge CHAMP problems in package order until `rule["problems"]` are unsolved, each written to `log` as judged.
+
+    A problem's remaining attempts are not decoded once one of them verifies (it cannot be selected
+    any more); a problem none of whose K attempts verifies is selected.
+    """
+    k, budget, temp = rule["attempts_per_problem"], rule["attempt_budget"], rule["temperature"]
+    for p in champ:
+        if sum(not r["solved"] for r in log.rows) >= rule["problems"]:
+            return
+        if p.id in log.judged:
+            continue
+        job = AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp)
+        decoded, solved, shas, ran = 0, False, set(), 0
+        t0 = time.perf_counter()
+        meter.start()
+        attempts = solve_many(engine, None, [job], slots=min(slots, k))
+        for _, _, r in attempts:
+            decoded += r.decode_tokens
+            ran += 1
+            if r.logits_sha256:
+                shas.add(r.logits_sha256)
+            if p.check_output(r.text, r.mode).verdict.equivalent:
+                solved = True
+                break           # early stop: the rest would not change the verdict
+        attempts.close()
+        reading = meter.stop()
+        log.add({"problem_id": p.id, "solved": solved, "attempts_decoded": ran, "decode_tokens": decoded,
+                 "budget_tokens": k * budget, "wall_s": time.perf_counter() - t0, "joules": reading.joules,
+                 "energy_source": reading.source, "logits_sha256": sorted(shas),
+                 "load_average": os.getloadavg()[0], "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        print(f"  {p.id}: {'solved' if solved else 'not solved'} ({ran} of {k} attempts x {budget}; "
+              f"{decoded:,} decoded, {time.perf_counter() - t0:.0f} s)", flush=True)
+
+
 def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
-    """Select the unsolved problems by `selection_rule`, deposit their curated solutions, answer each from its graft."""
+    """Select the unsolved problems by `selection_rule`, deposit their curated solutions, answer each from its graft.
+
+    The scan is resumable: its outcomes go to `--state` as each problem is judged, and a rerun with
+    the same rule and model continues after the last judged problem.
+    """
     model = config.model_name(args.model)
     rule = selection_rule(args.budget_total, args.attempt_budget)
     print(f"selection rule (fixed before running): {json.dumps(rule)}", flush=True)
+    champ = load_champ()
     engine = Engine.load(model)
     meter = EnergyMeter(device=engine.settings.device)
-    k, budget, temp = rule["attempts_per_problem"], rule["attempt_budget"], rule["temperature"]
-    selected: list[Problem] = []
-    scanned: list[dict[str, Any]] = []
-    spent = 0
-    t0 = time.perf_counter()
-    meter.start()
-    champ = load_champ()
-    chunk = max(1, args.slots // k)   # problems decoded together: the slots filled, in package order
-    for start in range(0, len(champ), chunk):
-        if len(selected) >= PAPER_PROBLEMS:
-            break
-        jobs = [AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp, tag=p.id)
-                for p in champ[start:start + chunk]]
-        got: dict[str, list[Any]] = {j.problem.id: [] for j in jobs}
-        for job, _, r in solve_many(engine, None, jobs, slots=min(args.slots, k * len(jobs))):
-            got[job.problem.id].append(r)
-        for job in jobs:                   # judged in package order, whatever order they ended in
-            p, results = job.problem, got[job.problem.id]
-            if len(selected) >= PAPER_PROBLEMS:
-                break
-            decoded = sum(r.decode_tokens for r in results)
-            solved = any(p.check_output(r.text, r.mode).verdict.equivalent for r in results)
-            spent += decoded
-            scanned.append({"problem_id": p.id, "solved": solved, "decode_tokens": decoded,
-                            "logits_sha256": sorted({r.logits_sha256 for r in results if r.logits_sha256})})
-            print(f"  {p.id}: {'solved' if solved else 'not solved'} in {k} x {budget} ({decoded:,} decoded)",
-                  flush=True)
-            if not solved:
-                selected.append(p)
-    base = meter.stop()
-    base_wall = time.perf_counter() - t0
+    state = Path(args.state) if args.state else default_state(model, args.budget_total, args.attempt_budget)
+    log = ScanLog(state, {"rule": rule, "model": model, "fingerprint": engine.fingerprint.digest,
+                          "champ_set_hash": set_hash(champ)})
+    if log.rows:
+        print(f"resuming from {state}: {len(log.rows)} problems already judged", flush=True)
+    scan(engine, rule, champ, log, meter, args.slots)
+    by_id = {p.id: p for p in champ}
+    selected = [by_id[r["problem_id"]] for r in log.rows if not r["solved"]][:PAPER_PROBLEMS]
+    k, budget = rule["attempts_per_problem"], rule["attempt_budget"]
     with tempfile.TemporaryDirectory(prefix="recurring-paper-", dir=args.workdir) as tmp, \
             Library.open(Path(tmp)) as lib:
         deposits = [lib.deposit(engine, p, p.solution or "", p.reference or "", deposited_by="curator:bench")
@@ -232,16 +302,26 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
              "verified": a.verdict.equivalent, "decode_tokens": r.decode_tokens,
              "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,
              "artifact_sha256": r.grafted_artifact_sha, "logits_sha256": r.logits_sha256} for p, r, a in checked]
+    scanned = log.rows
+    chosen = [r for r in scanned if r["problem_id"] in {p.id for p in selected}]
     budget_tokens = len(selected) * k * budget
     graft_decode = sum(r["decode_tokens"] for r in rows)
+    graft_computed = graft_decode + sum(r["prefill_tokens"] for r in rows)
     return {"mode": "paper-scale", "model": model, "fingerprint": engine.fingerprint.digest,
             "device": engine.fingerprint.device_name, "cpu_count": os.cpu_count(), "load_average": os.getloadavg(),
-            "rule": rule, "paper_scale": args.budget_total >= PAPER_TOTAL, "selected": [p.id for p in selected],
-            "selected_set_hash": set_hash(selected), "scanned": scanned,
-            "budget_tokens": budget_tokens, "decoded_without_graft": spent, "graft_decode_tokens": graft_decode,
-            "token_factor": ratio(budget_tokens, graft_decode), "verified_with_graft": sum(r["verified"] for r in rows),
-            "energy_source": base.source, "joules_without": base.joules, "joules_with": with_graft.joules,
-            "wall_without_s": base_wall, "wall_with_s": graft_wall,
+            "rule": rule, "paper_scale": args.budget_total >= PAPER_TOTAL, "state": str(state),
+            "state_sha256": modelzoo.sha256_file(state), "champ_set_hash": set_hash(champ),
+            "selected": [p.id for p in selected], "selected_set_hash": set_hash(selected), "scanned": scanned,
+            "budget_tokens": budget_tokens, "decoded_without_graft": sum(r["decode_tokens"] for r in chosen),
+            "decoded_in_scan": sum(r["decode_tokens"] for r in scanned),
+            "graft_decode_tokens": graft_decode, "graft_computed_tokens": graft_computed,
+            "token_factor": ratio(budget_tokens, graft_decode),
+            "computed_factor": ratio(sum(r["decode_tokens"] for r in chosen), graft_computed),
+            "verified_with_graft": sum(r["verified"] for r in rows),
+            "energy_source": with_graft.source, "joules_without": sum(r["joules"] for r in chosen),
+            "joules_scan": sum(r["joules"] for r in scanned), "joules_with": with_graft.joules,
+            "wall_without_s": sum(r["wall_s"] for r in chosen), "wall_scan_s": sum(r["wall_s"] for r in scanned),
+            "wall_with_s": graft_wall,
             "deposits": [d.artifact_sha256 for d in deposits], "rows": rows, "reference": REFERENCE}
 
 
@@ -250,13 +330,16 @@ def print_paper(r: dict[str, Any]) -> None:
     scale = "the paper's scale" if r["paper_scale"] else f"REDUCED scale (not the paper's {PAPER_TOTAL:,}+ tokens)"
     print(f"{r['model']}, {r['cpu_count']} cores, load average {r['load_average'][0]:.1f}; {scale}")
     print(f"selected {len(r['selected'])} unsolved of {len(r['scanned'])} scanned: {', '.join(r['selected'])} "
-          f"(set hash {r['selected_set_hash'][:16]})")
+          f"(set hash {r['selected_set_hash'][:16]}; scan log {r['state']}, sha256 {r['state_sha256'][:16]})")
+    print(f"the scan decoded {r['decoded_in_scan']:,} tokens in {r['wall_scan_s']:.0f} s "
+          f"({r['joules_scan']:.0f} J [{r['energy_source']}]), solved problems included")
     for w in r["rows"]:
         print(f"  {w['problem_id']}: route {w['route']}, {w['decode_tokens']} decode tokens, answer {w['answer']!r}, "
               f"verified {w['verified']}, artifact {str(w['artifact_sha256'])[:12]}, logits {str(w['logits_sha256'])[:12]}")
     print(f"budget tokens without graft {r['budget_tokens']:,} (decoded {r['decoded_without_graft']:,}); "
           f"decode tokens with grafts {r['graft_decode_tokens']:,}; factor {_x(r['token_factor'])} "
-          f"(paper: {REFERENCE['budget_tokens']:,} -> {REFERENCE['decode_tokens']} = {REFERENCE['token_factor']:,}x)")
+          f"(paper: {REFERENCE['budget_tokens']:,} -> {REFERENCE['decode_tokens']} = {REFERENCE['token_factor']:,}x); "
+          f"computed factor (decoded without / prefill + decode with) {_x(r['computed_factor'])}")
     print(f"verified with grafts {r['verified_with_graft']}/{len(r['rows'])}; wall {r['wall_without_s']:.1f} s "
           f"without, {r['wall_with_s']:.1f} s with; energy {r['joules_without']:.1f} J without, "
           f"{r['joules_with']:.1f} J with [{r['energy_source']}]{est}")
@@ -278,8 +361,14 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {PAPER_TOTAL:,}; less is a reduced run, reported as such)")
     p.add_argument("--attempt-budget", type=int, default=ATTEMPT_BUDGET, help="--paper-scale: decode budget per attempt")
     p.add_argument("--slots", type=int, default=8, help="--paper-scale: decode slots")
+    p.add_argument("--state", default=None,
+                   help="--paper-scale: the scan's log (JSON lines, appended as each problem is judged; a rerun "
+                        "resumes from it). Default bench/results/paper-scale-MODEL-TOTAL-ATTEMPT.scan.jsonl")
+    p.add_argument("--out", default=None, help="also write the JSON result to this file")
     args = p.parse_args(argv)
     result = paper_scale(args) if args.paper_scale else run(args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     if args.json:
         print(json.dumps(result))
     elif args.paper_scale:

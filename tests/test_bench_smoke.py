@@ -100,3 +100,29 @@ def test_pass_throughput_bench_decodes_the_same_work_three_ways(tmp_path: Path, 
     assert dec["prefill_tokens"] >= dec["problems"] * 10 and dec["prefill_in_steps_s"] > 0
     assert out["pass_efficiency"] == pytest.approx(out["pass_tokens_per_s"] / out["decoder_tokens_per_s"])
     assert {"decode_step", "prefill", "pick_tokens", "route", "record", "verify"} <= set(out["breakdown"])
+
+
+def test_paper_scale_scan_resumes_where_it_stopped(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    """An interrupted scan picks up after its last judged problem, under the same rule only, and ends
+    where an uninterrupted one does."""
+    common = ["--paper-scale", "--model", str(tiny_dirs["gemma3"]), "--budget-total", "64", "--attempt-budget", "4",
+              "--slots", "2"]
+    whole = tmp_path / "whole.jsonl"
+    full = run_bench("recurring.py", *common, "--state", str(whole), tmp_path=tmp_path)
+    assert len(full["selected"]) == 8 and full["budget_tokens"] == 8 * 2 * 4
+    assert full["rule"]["attempts_per_problem"] == 2
+    lines = whole.read_text().splitlines()
+    assert len(lines) == 1 + len(full["scanned"])           # header + one line per judged problem
+    # Interrupted after 3 judged problems, the 4th torn mid-write.
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:4]) + "\n" + lines[4][:20])
+    resumed = run_bench("recurring.py", *common, "--state", str(cut), tmp_path=tmp_path)
+    assert [r["problem_id"] for r in resumed["scanned"]] == [r["problem_id"] for r in full["scanned"]]
+    same = ("problem_id", "solved", "decode_tokens", "logits_sha256")
+    assert [{k: r[k] for k in same} for r in resumed["scanned"]] == [{k: r[k] for k in same} for r in full["scanned"]]
+    assert resumed["scanned"][:3] == full["scanned"][:3]    # the judged ones were read back, not decoded again
+    assert resumed["selected_set_hash"] == full["selected_set_hash"]
+    # Another rule on the same log is refused, naming what differs.
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "recurring.py"), *common[:-4], "--attempt-budget", "8",
+                           "--slots", "2", "--state", str(cut)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0 and "'rule'" in proc.stderr
