@@ -82,7 +82,7 @@ def run_model(model: str, candidates: list[Problem], args: argparse.Namespace) -
         t0 = time.perf_counter()
         rows: list[dict[str, Any]] = []
         for job, _, result in solve_many(engine, lib, jobs, slots=args.slots):
-            answered = job.problem.check_output(result.text, result.mode)
+            answered = job.problem.check_output(result.text, result.mode, markers=result.markers)
             rows.append({"problem_id": job.problem.id, "verified": answered.verdict.equivalent, "answer": answered.answer,
                          "reference": job.problem.reference, "decode_tokens": result.decode_tokens,
                          "mode": result.mode, "text": result.text, "grafted": result.grafted_artifact_sha is not None})

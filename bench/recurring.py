@@ -250,7 +250,7 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
             ran += 1
             if r.logits_sha256:
                 shas.add(r.logits_sha256)
-            if p.check_output(r.text, r.mode).verdict.equivalent:
+            if p.check_output(r.text, r.mode, markers=r.markers).verdict.equivalent:
                 solved = True
                 break           # early stop: the rest would not change the verdict
         attempts.close()
@@ -297,7 +297,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
         grafted = [(j.problem, r) for j, _, r in solve_many(engine, lib, jobs, slots=args.slots)]
         with_graft = meter.stop()
         graft_wall = time.perf_counter() - t1
-    checked = [(p, r, p.check_output(r.text, r.mode)) for p, r in grafted]
+    checked = [(p, r, p.check_output(r.text, r.mode, markers=r.markers)) for p, r in grafted]
     rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": a.answer,
              "verified": a.verdict.equivalent, "decode_tokens": r.decode_tokens,
              "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,

@@ -181,7 +181,7 @@ def verify(problem: Problem, result: AttemptResult, config: VerifierConfig | Non
     A plain call, not a Prefect task: it has no side effect to track or retry, and a pass makes one
     per attempt (the attempt's record carries the verdict).
     """
-    return problem.check_output(result.text, result.mode, config=config)
+    return problem.check_output(result.text, result.mode, config=config, markers=result.markers)
 
 
 @task(name="deposit", **CATALOG_WRITE)
@@ -199,7 +199,7 @@ def deposit_own(env: Env, problem: Problem, result: AttemptResult, answered: Ans
     eng, lib = env.engine(), env.open_library()
     if answered.answer is None or lib.catalog.exact_match(problem.text, eng.fingerprint.digest) is not None:
         return None
-    solution = solution_of(result) or result.text
+    solution = solution_of(result, eng.prompt_format) or result.text
     if false_steps(solution) or (route is not None and
                                  copied_numbers(problem.text, solution, grafted_texts(lib, route))):
         return None

@@ -31,8 +31,8 @@ from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
 from flywheel.grounding import allowed_numbers
 from flywheel.kv.artifact import logits_sha256
-from flywheel.prompts import AttemptMode, attempt_suffix, plain_prompt
-from verifiers.extract import FINAL_LINE
+from flywheel.prompts import PLAIN, AttemptMode, PromptFormat
+from verifiers.types import AnswerMarkers
 
 if TYPE_CHECKING:
     from flywheel.energy import EnergyMeter
@@ -47,14 +47,22 @@ SAMPLE_TEMPERATURE = 0.7
 
 
 @dataclass(frozen=True)
-class SolveStop(StopRule):
-    """Stop once a complete `Final answer: ...` line was produced, or the model starts a new problem."""
+class FormatStop(StopRule):
+    """Stop where the prompt format says an attempt of `mode` is complete (`PromptFormat.finished`):
+    the plain format at its answer line (`answer`) or a complete `Final answer: ...` line or a new
+    problem (`solve`); the chat format once a `\\boxed{...}` has closed. The last 64 tokens are read."""
 
     newline: bool = False
+    prompt_format: PromptFormat = PLAIN
+    mode: AttemptMode = "solve"
 
     def should_stop(self, engine: Engine, produced: list[int]) -> bool:
         text = engine.decode_text(produced[-64:]) if len(produced) > 64 else engine.decode_text(produced)
-        return bool(FINAL_LINE.search(text)) or "\nProblem:" in text
+        return self.prompt_format.finished(text, self.mode)
+
+
+#: The plain format's solve rule (kept by name: benches and tests stop on it).
+SolveStop = FormatStop
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ class AttemptResult:
     tool_tokens: int = 0   # tokens the calculator forced (in `text`, not in `decode_tokens`)
     shared_by: int = 1  # forks that shared this attempt's graft restore and prefill (1: it ran alone)
     fork: int = 0       # this attempt's place among them (0-based), which decides its share's rounding
+    markers: AnswerMarkers = "final-line"   # what marks the answer in `text` (the asking format's)
 
     @property
     def prefill_ran(self) -> int:
@@ -138,8 +147,12 @@ class PreparedAttempt:
         """(vocab,) next-token logits after the prompt, once the decoder has prefilled it."""
         return None if self.prompt is None else self.prompt.logits
 
+    prompt_format: PromptFormat = PLAIN
+
     def stop_rule(self) -> StopRule:
-        return StopRule() if self.mode == "answer" else SolveStop()
+        if self.prompt_format is PLAIN and self.mode == "answer":
+            return StopRule()
+        return FormatStop(prompt_format=self.prompt_format, mode=self.mode)
 
 
 def prepare_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *, route: RouteKind,
@@ -162,12 +175,14 @@ def prepare_attempt(engine: Engine, library: GraftSource | None, problem: Proble
             refused.append(RefusedGraft(artifact_sha, f"{type(err).__name__}: {err}"))
     # Only a recurrence whose graft actually loaded is asked for the answer at once.
     mode: AttemptMode = "answer" if route == "exact" and grafted else "solve"
+    fmt = engine.prompt_format
     if not prefill:
-        return PreparedAttempt(problem, mode, None, None, 0, 0, refused, time.perf_counter() - start)
-    text = attempt_suffix(problem.text, mode) if grafted else plain_prompt(problem.text, mode)
-    ids = engine.encode(text, bos=not grafted)  # a graft already starts with BOS
+        return PreparedAttempt(problem, mode, None, None, 0, 0, refused, time.perf_counter() - start, fmt)
+    # A graft already starts with BOS.
+    ids = engine.encode_prompt(fmt.attempt(problem.text, mode, grafted=grafted is not None), bos=not grafted)
     prompt = Prompt(cache if cache is not None else engine.new_cache(), ids)
-    return PreparedAttempt(problem, mode, prompt, grafted, restored, len(ids), refused, time.perf_counter() - start)
+    return PreparedAttempt(problem, mode, prompt, grafted, restored, len(ids), refused,
+                           time.perf_counter() - start, fmt)
 
 
 def decode_request(prepared: PreparedAttempt, budget: int, *, seed: int | None, temperature: float,
@@ -198,7 +213,8 @@ def finish_attempt(engine: Engine, prepared: PreparedAttempt, outcome: DecodeOut
         budget_exhausted=outcome.stop_reason == "budget", wall_seconds=wall_seconds,
         logits_sha256=logits_sha256(prepared.logits) if prepared.logits is not None else None,
         seed=seed if temperature > 0 and seed is not None else None, refused=list(prepared.refused),
-        stop_reason=outcome.stop_reason, shared_by=shared_by if budget > 0 else 1, fork=fork if budget > 0 else 0)
+        stop_reason=outcome.stop_reason, shared_by=shared_by if budget > 0 else 1, fork=fork if budget > 0 else 0,
+        markers=prepared.prompt_format.markers)
 
 
 def run_attempt(engine: Engine, library: GraftSource | None, problem: Problem, *, route: RouteKind,
@@ -329,8 +345,7 @@ class _Ticket:
     fork: int = 0
 
 
-def solution_of(result: AttemptResult) -> str:
-    """The worked solution part of a `solve` continuation (what a self-deposit stores)."""
-    text = result.text
-    m = FINAL_LINE.search(text + "\n")
-    return (text[:m.start()] if m else text).strip()
+def solution_of(result: AttemptResult, prompt_format: PromptFormat = PLAIN) -> str:
+    """The worked solution part of a `solve` continuation (what a self-deposit stores), as the
+    format that asked for it marks its answer."""
+    return prompt_format.solution_of(result.text)

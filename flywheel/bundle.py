@@ -295,9 +295,8 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.catalog.normalize import text_hash
     from flywheel.problemsets import Problem
-    from flywheel.prompts import TEMPLATE_VERSION, graft_prefix
 
-    fp = engine.fingerprint
+    fp, fmt = engine.fingerprint, engine.prompt_format
     listed: set[str] = set()
     ids: dict[str, str] = {}            # problem id -> text hash, within the bundle
     by_text: dict[str, str] = {}        # text hash -> first problem id, within the bundle
@@ -320,7 +319,8 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
         if sha not in members:
             raise bad("listed in the manifest but not in the bundle")
         try:   # the rules of every deposit (lengths, NUL, empty fields, the graft template)
-            check_deposit_text(Problem(id=p["id"], text=p["text"], reference=p["reference"]), s["text"], s["answer"])
+            check_deposit_text(Problem(id=p["id"], text=p["text"], reference=p["reference"]), s["text"], s["answer"],
+                               fmt)
         except DepositRefusedError as err:
             raise bad(err.message, err.hint) from None
         if any("\x00" in value for value in (p["source"] or "", s["deposited_by"])):   # a bundle's own fields
@@ -370,12 +370,12 @@ def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: 
                                         f"this engine is {fp.digest[:12]}"))
             staged.unlink()
             continue
-        if header.meta.get("template") != TEMPLATE_VERSION:   # another template's text: not "altered", just old
-            raise bad(f"it was prefilled through graft template {printable(header.meta.get('template'), 20)}, "
-                      f"this build's is {TEMPLATE_VERSION}",
+        if header.meta.get("template") != fmt.tag:   # another template's text: not "altered", just old
+            raise bad(f"it was prefilled through graft template {printable(header.meta.get('template'), 40)}, "
+                      f"this engine asks in {fmt.tag}",
                       hint="import it with the build that exported it, run `flywheel library rebuild`, and export again")
         if ours or header.fingerprint.get("tokenizer_sha256") == fp.tokenizer_sha256:
-            if header.token_ids != engine.encode(graft_prefix(problem.text, s["text"], s["answer"])):
+            if header.token_ids != engine.encode_prompt(fmt.graft([(problem.text, s["text"], s["answer"])])):
                 raise bad("its tokens are not the graft text of the problem, solution and answer it is filed under",
                           hint="the bundle was altered; import only bundles written by `flywheel library export`")
         verdict = problem.check(s["answer"])

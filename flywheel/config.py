@@ -17,6 +17,8 @@ ENV_CPU_WATTS = "FLYWHEEL_CPU_WATTS"          # read by `flywheel.energy.EnergyC
 ENV_ENERGY_SOURCE = "FLYWHEEL_ENERGY_SOURCE"  # likewise
 
 DEFAULT_MODEL = "gemma3-270m"
+#: Overrides the model profile's prompt format (`plain` or `chat`), e.g. for a local instruct checkpoint.
+ENV_PROMPT_FORMAT = "FLYWHEEL_PROMPT_FORMAT"
 DEFAULT_LIBRARY = Path("library")
 #: Fixed intra-op thread count: reductions split differently across thread counts, so logits
 #: are only reproducible byte for byte under the same count.

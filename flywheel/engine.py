@@ -23,6 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreT
 from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo, sampling
 from flywheel.domain import FingerprintDigest, canonical_json, json_sha256
 from flywheel.errors import InputError, ModelError
+from flywheel.prompts import PLAIN, ChatFormat, PromptFormat, PromptText
 
 DType = Literal["float32", "bfloat16", "float16"]
 _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -110,15 +111,40 @@ def _tokenizer_sha256(tokenizer: Any) -> str:
 
 
 def _weights_sha256(model_dir: Path) -> str:
-    """Hash the weight files in name order (what was loaded, not what a config claims)."""
+    """Hash the weight files in name order (what was loaded, not what a config claims).
+
+    Each file's SHA-256 is remembered beside its size, mtime and inode (`modelzoo.file_sha256`):
+    an unchanged file is not read again (7 GB for Qwen2.5-Coder 1.5B), a changed one is re-hashed.
+    """
     files = sorted(model_dir.glob("*.safetensors"))
     if not files:
         raise ModelError(f"no *.safetensors weights in {model_dir}",
                          hint="only safetensors checkpoints are loaded (no pickle-based .bin files)")
     h = hashlib.sha256()
     for f in files:
-        h.update(f.name.encode() + b"\0" + modelzoo.sha256_file(f).encode())
+        h.update(f.name.encode() + b"\0" + modelzoo.file_sha256(f).encode())
     return h.hexdigest()
+
+
+def make_format(name: str, tokenizer: Any, model: str) -> PromptFormat:
+    """The prompt format `name` for this tokenizer; `chat` reads the tokenizer's own chat template."""
+    if name == "plain":
+        return PLAIN
+    if name != "chat":
+        raise InputError(f"unknown prompt format {name!r}", hint="use plain or chat")
+    template = getattr(tokenizer, "chat_template", None)
+    if not isinstance(template, str) or not template:
+        raise ModelError(f"{model!r} has no chat template, so it cannot be asked in the chat format",
+                         hint="use the plain format")
+
+    def render(messages: list[dict[str, str]], generation: bool) -> str:
+        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation))
+
+    try:
+        return ChatFormat.from_template(template, render)
+    except ValueError as err:
+        raise ModelError(f"the chat template of {model!r} cannot be used: {err}",
+                         hint="use the plain format") from err
 
 
 class Engine:
@@ -130,22 +156,25 @@ class Engine:
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: Any, fingerprint: Fingerprint,
-                 settings: EngineSettings) -> None:
+                 settings: EngineSettings, prompt_format: PromptFormat = PLAIN) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
         self.settings = settings
         self.device = torch.device(settings.device)
+        self.prompt_format = prompt_format   # how this model is asked (graft text, attempts, answer markers)
 
     @classmethod
     def load(cls, name: str | None = None, settings: EngineSettings | None = None, *,
-             progress: bool = True) -> Engine:
+             progress: bool = True, prompt_format: str | None = None) -> Engine:
         """Load `name` (default: `FLYWHEEL_MODEL` or gemma3-270m) under `settings`.
 
         Args:
             name: packaged model name, local directory, or locally cached HF id.
             settings: the pinned configuration (default `EngineSettings()`).
             progress: show the one-time preparation stages.
+            prompt_format: `plain` or `chat` (default: `FLYWHEEL_PROMPT_FORMAT`, else the model
+                profile's, see `modelzoo.profile_of`; `plain` for a directory no profile names).
         Returns:
             A ready engine whose `fingerprint` names weights, tokenizer and settings.
         """
@@ -178,13 +207,24 @@ class Engine:
             torch_version=torch.__version__,
             transformers_version=transformers.__version__,
         )
-        return cls(model, tokenizer, fingerprint, settings)
+        fmt = prompt_format or os.environ.get(config.ENV_PROMPT_FORMAT) or modelzoo.profile_of(name, model_dir).prompt_format
+        return cls(model, tokenizer, fingerprint, settings, make_format(fmt, tokenizer, name))
 
     # --- text ------------------------------------------------------------------------------------
 
     def encode(self, text: str, *, bos: bool = True) -> list[int]:
         """Token ids of `text`, with the model's BOS token first when it has one."""
         ids: list[int] = self.tokenizer.encode(text, add_special_tokens=False)
+        bos_id = self.tokenizer.bos_token_id
+        return ([bos_id] if bos and bos_id is not None else []) + ids
+
+    def encode_prompt(self, pieces: PromptText, *, bos: bool = True) -> list[int]:
+        """Token ids of a prompt format's pieces: special-token text is parsed in the format's own
+        `control` pieces only; in data (problem, solution, answer) it stays plain text."""
+        ids: list[int] = []
+        for piece in pieces:
+            if piece.text:
+                ids += self.tokenizer.encode(piece.text, add_special_tokens=False, split_special_tokens=not piece.control)
         bos_id = self.tokenizer.bos_token_id
         return ([bos_id] if bos and bos_id is not None else []) + ids
 

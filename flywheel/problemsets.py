@@ -39,6 +39,7 @@ from flywheel.families import FAMILIES, SPLITS, Family, Split, word_families
 
 if TYPE_CHECKING:
     from verifiers import Answered, OutputForm, Verdict, VerifierConfig
+    from verifiers.types import AnswerMarkers
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class Problem:
             return verifiers.check(candidate=answer, reference=self.reference, config=config)
         return verifiers.check_by_substitution(self.text, answer, config=config)
 
-    def check_output(self, text: str, form: OutputForm, *, config: VerifierConfig | None = None) -> Answered:
+    def check_output(self, text: str, form: OutputForm, *, config: VerifierConfig | None = None,
+                     markers: AnswerMarkers = "final-line") -> Answered:
         """The answer a model's output `text` states and the verdict on it, as `check` gives it: one
         bounded request to the verifier's worker, which extracts the answer (`form`: `answer` or
         `solve`, the attempt's mode) and checks it; the untrusted text is never parsed here.
@@ -79,7 +81,7 @@ class Problem:
         import verifiers
 
         return verifiers.check_output(text, form=form, reference=self.reference, problem_text=self.text,
-                                      config=config)
+                                      config=config, markers=markers)
 
 
 def set_hash(problems: list[Problem]) -> str:

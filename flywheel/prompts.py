@@ -1,24 +1,92 @@
-"""The one canonical graft template, and the prompts attempts are asked with.
+"""Prompt formats: how a graft holds a worked solution and how an attempt is asked.
 
-A deposit prefills `graft_prefix(...)`: a worked example ending at the slot where the next
-problem is asked. An attempt feeds `attempt_suffix(problem)` on top of the grafted state (or
-on top of nothing, for an ungrafted attempt: `plain_prompt`). Changing any string here changes
-every artifact's bytes: bump `TEMPLATE_VERSION` and rebuild the library.
+A `PromptFormat` owns the whole output protocol of one way of asking: the graft text (a worked
+example ending where the next problem is asked), the attempt's text on top of it (or on top of
+nothing, ungrafted), when decoding stops, and what marks the answer in the model's output (handed
+to the verifier as data: `markers`). Two formats ship:
+
+- `PlainFormat` (tag `v2`): `Problem: ... Solution: ... Final answer: ...` text, for base-style
+  models (Gemma 3 270M, SmolLM2-135M). Its artifacts from earlier builds stay valid.
+- `ChatFormat` (tag `chat-v1:<template sha>`): a conversation rendered by the model's own chat
+  template; the graft is a user turn (instruction and problem) and the assistant's verified
+  worked solution ending in `\\boxed{answer}`, then a recap turn, open at the next user turn.
+
+A prompt is a tuple of `Piece`s. Only the format's own scaffold is `control` text, whose
+special-token strings become control tokens; problem, solution and answer texts are data,
+tokenized with special-token text kept as plain text, so a problem holding `<|im_start|>` can
+never open a turn. Changing any string here changes artifacts' bytes: bump the format's version
+(its tag is recorded in every artifact header, and another tag is refused with the rebuild hint).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
-TEMPLATE_VERSION = "v2"
+from verifiers.extract import FINAL_LINE
+from verifiers.types import AnswerMarkers
+
+TEMPLATE_VERSION = "v2"   # the plain format's tag (kept: artifacts of earlier builds name it)
 
 AttemptMode = Literal["answer", "solve"]
+FormatName = Literal["plain", "chat"]
 OPEN_SLOT = "Problem:"   # where the next problem is asked
 ANSWER_LINE = "Answer:"  # where a recurrence (`answer` mode) is asked for its answer
 RECAPS = 2               # how many times a graft shows its problem asked again and answered at once
 
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of prompt text; `control` marks the format's own scaffold (special-token text parsed)."""
+
+    text: str
+    control: bool = False
+
+
+PromptText = tuple[Piece, ...]
+#: One worked example: (problem, solution, answer).
+Example = tuple[str, str, str]
+
+
+class PromptFormat:
+    """The output protocol of one way of asking a model (see the module docstring)."""
+
+    name: FormatName
+    markers: AnswerMarkers
+
+    @property
+    def tag(self) -> str:
+        """What an artifact header records as its template; another tag is refused at graft time."""
+        raise NotImplementedError
+
+    def graft(self, examples: Sequence[Example]) -> PromptText:
+        """Worked examples in the given order, ending where the next problem is asked."""
+        raise NotImplementedError
+
+    def attempt(self, problem: str, mode: AttemptMode, *, grafted: bool) -> PromptText:
+        """What is fed for an attempt: on top of a graft's open slot, or alone (ungrafted)."""
+        raise NotImplementedError
+
+    def finished(self, text: str, mode: AttemptMode) -> bool:
+        """Whether decoded `text` is complete (the stop rule; EOS and the budget stop it too)."""
+        raise NotImplementedError
+
+    def solution_of(self, text: str) -> str:
+        """The worked-solution part of a `solve` continuation (what a self-deposit stores)."""
+        raise NotImplementedError
+
+    def template_break(self, problem: str, solution: str, answer: str, reference: str = "") -> str | None:
+        """Why these texts would break this format's graft, or None when they fit it."""
+        for name, text in (("answer", answer), ("reference", reference)):
+            if len(text.strip().splitlines()) > 1:
+                return f"the {name} is more than one line"
+        return None
+
+
+# --- the plain text format (template v2) --------------------------------------------------------
 
 #: A line that opens with one of the template's markers (any case), and the answer marker anywhere.
 _MARKER_LINE = re.compile(r"\s*(problem|solution|(?:final\s+)?answer)\s*:", re.IGNORECASE)
@@ -26,7 +94,7 @@ _ANSWER_MARKER = re.compile(r"final\s+answer\s*:", re.IGNORECASE)
 
 
 def template_break(problem: str, solution: str, answer: str, reference: str = "") -> str | None:
-    """Why these texts would break the graft template, or None when they fit it.
+    """Why these texts would break the plain graft template, or None when they fit it.
 
     The answer (and the reference it is checked against) is one line; no text holds a line opening with a template marker ("Problem:",
     "Answer:", "Solution:", "Final answer:") or the answer marker anywhere: otherwise the graft reads as
@@ -63,7 +131,7 @@ def graft_prefix(problem: str, solution: str, answer: str) -> str:
     return f"Problem: {p}\nSolution: {solution.strip()}\nFinal answer: {a}\n\n" + recap + OPEN_SLOT
 
 
-def composite_prefix(examples: Sequence[tuple[str, str, str]]) -> str:
+def composite_prefix(examples: Sequence[Example]) -> str:
     """Several worked examples (problem, solution, answer) in the given order, then the open slot.
 
     With one example it is exactly `graft_prefix`; a `near` graft of m related solutions uses it.
@@ -85,3 +153,163 @@ def attempt_suffix(problem: str, mode: AttemptMode = "solve") -> str:
 def plain_prompt(problem: str, mode: AttemptMode = "solve") -> str:
     """The ungrafted prompt: the same wording, with no worked example before it."""
     return "Problem:" + attempt_suffix(problem, mode)
+
+
+class PlainFormat(PromptFormat):
+    """`Problem:/Solution:/Final answer:` text (template v2), one data piece per prompt.
+
+    The whole text is one piece tokenized as data, exactly as earlier builds tokenized it (a text
+    without special-token strings gives the same ids), so their artifacts stay valid.
+    """
+
+    name: FormatName = "plain"
+    markers: AnswerMarkers = "final-line"
+
+    @property
+    def tag(self) -> str:
+        return TEMPLATE_VERSION
+
+    def graft(self, examples: Sequence[Example]) -> PromptText:
+        return (Piece(composite_prefix(examples)),)
+
+    def attempt(self, problem: str, mode: AttemptMode, *, grafted: bool) -> PromptText:
+        return (Piece(attempt_suffix(problem, mode) if grafted else plain_prompt(problem, mode)),)
+
+    def finished(self, text: str, mode: AttemptMode) -> bool:
+        if mode == "answer":   # the answer line
+            return "\n" in text and len(text.strip()) >= 1
+        return bool(FINAL_LINE.search(text)) or "\nProblem:" in text
+
+    def solution_of(self, text: str) -> str:
+        m = FINAL_LINE.search(text + "\n")
+        return (text[:m.start()] if m else text).strip()
+
+    def template_break(self, problem: str, solution: str, answer: str, reference: str = "") -> str | None:
+        return template_break(problem, solution, answer, reference)
+
+
+PLAIN = PlainFormat()
+
+
+# --- the chat format -----------------------------------------------------------------------------
+
+CHAT_VERSION = "chat-v1"
+SOLVE_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+ANSWER_INSTRUCTION = "Give only the final answer, within \\boxed{}."
+CHAT_RECAPS = 1   # recap turns (the problem asked for its answer alone, answered at once) after the example
+
+
+def boxed_closed(text: str) -> bool:
+    """Whether `text` holds a `\\boxed{` whose braces have all closed (nested braces allowed)."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return False
+    depth = 0
+    for ch in text[start + len("\\boxed"):]:
+        depth += 1 if ch == "{" else -1 if ch == "}" else 0
+        if depth == 0:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class ChatScaffold:
+    """The control text a chat template puts around turns, read off the template once.
+
+    head: everything before the first user message (a default system turn, if any);
+    to_assistant: closes a user turn and opens the assistant's; to_user: closes an assistant
+    turn and opens the next user turn.
+    """
+
+    head: str
+    to_assistant: str
+    to_user: str
+
+
+_SLOTS = ("\x1eFLYWHEEL-SLOT-0\x1e", "\x1eFLYWHEEL-SLOT-1\x1e", "\x1eFLYWHEEL-SLOT-2\x1e")
+
+
+def read_scaffold(render: Callable[[list[dict[str, str]], bool], str]) -> ChatScaffold:
+    """The scaffold of a chat template, from `render(messages, add_generation_prompt)`.
+
+    Rendered with placeholder contents: a template that copies content verbatim and frames every
+    turn the same way has one scaffold; any other (one that rewrites content, or frames the first
+    turn unlike later ones) is refused with ValueError, never guessed at.
+    """
+    one = render([{"role": "user", "content": _SLOTS[0]}], True)
+    three = render([{"role": "user", "content": _SLOTS[0]}, {"role": "assistant", "content": _SLOTS[1]},
+                    {"role": "user", "content": _SLOTS[2]}], True)
+    for slot in _SLOTS:
+        if three.count(slot) != 1:
+            raise ValueError("the chat template does not copy each message's content verbatim, once")
+    head, rest = three.split(_SLOTS[0])
+    to_assistant, rest = rest.split(_SLOTS[1])
+    to_user, tail = rest.split(_SLOTS[2])
+    if one != head + _SLOTS[0] + to_assistant or tail != to_assistant:
+        raise ValueError("the chat template frames its turns differently by position")
+    return ChatScaffold(head, to_assistant, to_user)
+
+
+class ChatFormat(PromptFormat):
+    """A conversation in the model's own chat template; answers marked by `\\boxed{}`.
+
+    Graft: [head] user: problem + solve instruction; assistant: the worked solution, then
+    `The final answer is $\\boxed{A}$.`; recap: user: problem + answer instruction; assistant:
+    `$\\boxed{A}$`; then the next user turn opened. A `solve` attempt adds the problem with the solve
+    instruction and opens the assistant turn; an `answer` attempt (a recurrence) asks with the answer
+    instruction, as the recap did.
+    """
+
+    name: FormatName = "chat"
+    markers: AnswerMarkers = "boxed"
+
+    def __init__(self, scaffold: ChatScaffold, template_sha256: str) -> None:
+        self.scaffold = scaffold
+        self.template_sha256 = template_sha256
+
+    @classmethod
+    def from_template(cls, template: str, render: Callable[[list[dict[str, str]], bool], str]) -> ChatFormat:
+        return cls(read_scaffold(render), hashlib.sha256(template.encode()).hexdigest())
+
+    @property
+    def tag(self) -> str:
+        return f"{CHAT_VERSION}:{self.template_sha256[:16]}"
+
+    def _ask(self, problem: str, mode: AttemptMode) -> PromptText:
+        instruction = SOLVE_INSTRUCTION if mode == "solve" else ANSWER_INSTRUCTION
+        return (Piece(problem.strip()), Piece("\n\n" + instruction), Piece(self.scaffold.to_assistant, True))
+
+    def graft(self, examples: Sequence[Example]) -> PromptText:
+        pieces: list[Piece] = [Piece(self.scaffold.head, True)]
+        for problem, solution, answer in examples:
+            a = answer.strip()
+            pieces += [*self._ask(problem, "solve"), Piece(f"{solution.strip()}\n\nThe final answer is $\\boxed{{"),
+                       Piece(a), Piece("}$."), Piece(self.scaffold.to_user, True)]
+            for _ in range(CHAT_RECAPS):
+                pieces += [*self._ask(problem, "answer"), Piece("$\\boxed{"), Piece(a), Piece("}$"),
+                           Piece(self.scaffold.to_user, True)]
+        return tuple(pieces)
+
+    def attempt(self, problem: str, mode: AttemptMode, *, grafted: bool) -> PromptText:
+        asked = self._ask(problem, mode)
+        return asked if grafted else (Piece(self.scaffold.head, True), *asked)
+
+    def finished(self, text: str, mode: AttemptMode) -> bool:
+        return boxed_closed(text)
+
+    def solution_of(self, text: str) -> str:
+        """The continuation up to the line that states its boxed answer (the graft adds its own)."""
+        cut = text.rfind("\\boxed{")
+        if cut < 0:
+            return text.strip()
+        return text[:text.rfind("\n", 0, cut) + 1].strip() or text.strip()
+
+    def template_break(self, problem: str, solution: str, answer: str, reference: str = "") -> str | None:
+        broken = super().template_break(problem, solution, answer, reference)
+        if broken:
+            return broken
+        if "\\boxed" in answer:
+            return "the answer holds \\boxed (the format boxes it)"
+        if answer.count("{") != answer.count("}"):
+            return "the answer's braces do not balance (it is boxed)"
+        return None

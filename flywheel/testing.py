@@ -12,13 +12,24 @@ from typing import Any, Literal
 
 import torch
 
-Kind = Literal["gemma3", "llama"]
+Kind = Literal["gemma3", "llama", "qwen2"]
 #: Small enough that a 64-token prefix already crosses it (the bug it guards appears past it).
 TINY_SLIDING_WINDOW = 16
 
 
-def _byte_tokenizer(path: Path) -> None:
-    """A byte-level BPE tokenizer with no merges: 256 byte tokens plus BOS/EOS/PAD."""
+#: A Qwen-style chat template (a default system turn, `<|im_start|>role\n...<|im_end|>\n` turns).
+TINY_CHAT_TEMPLATE = (
+    "{%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nYou are a tiny test model.<|im_end|>\n' }}"
+    "{%- endif %}{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}")
+#: The chat model's control tokens (ids 259 and 260, after the byte tokens).
+CHAT_SPECIALS = ("<|im_start|>", "<|im_end|>")
+
+
+def _byte_tokenizer(path: Path, *, chat: bool = False) -> None:
+    """A byte-level BPE tokenizer with no merges: 256 byte tokens plus BOS/EOS/PAD (and, for a chat
+    model, `<|im_start|>`/`<|im_end|>` as special tokens, `<|im_end|>` its EOS, and a chat template)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -26,10 +37,17 @@ def _byte_tokenizer(path: Path) -> None:
     vocab = {"<pad>": 0, "<bos>": 1, "<eos>": 2}
     for ch in sorted(alphabet):
         vocab[ch] = len(vocab)
+    if chat:
+        vocab.update({name: len(vocab) + i for i, name in enumerate(CHAT_SPECIALS)})
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
+    if chat:   # like Qwen: no BOS, the end of a turn is EOS
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<pad>",
+                                       additional_special_tokens=list(CHAT_SPECIALS))
+        fast.chat_template = TINY_CHAT_TEMPLATE
+    else:
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
     fast.save_pretrained(path)
 
 
@@ -44,7 +62,12 @@ def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, 
                   num_attention_heads=4, num_key_value_heads=1, head_dim=hidden // 4,
                   max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2, pad_token_id=0,
                   tie_word_embeddings=True)
-    if kind == "gemma3":
+    if kind == "qwen2":   # q/k/v biases, 2 key-value heads for 4 query heads, untied output, chat tokens
+        from transformers import Qwen2Config
+
+        cfg = Qwen2Config(**{**common, "vocab_size": 261, "num_key_value_heads": 2, "bos_token_id": None,
+                             "eos_token_id": 260, "tie_word_embeddings": False, "use_sliding_window": False})
+    elif kind == "gemma3":
         # Same interleaving as Gemma 3 (five sliding layers per full one), scaled down.
         layer_types = ["full_attention" if (i + 1) % 3 == 0 else "sliding_attention" for i in range(layers)]
         cfg = Gemma3TextConfig(**common, sliding_window=TINY_SLIDING_WINDOW, layer_types=layer_types,
@@ -57,6 +80,11 @@ def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, 
         for p in model.parameters():
             if p.dim() > 1:
                 p.normal_(0.0, 0.08)
+    if kind == "qwen2":   # q/k/v biases: nonzero, so a slot that dropped one would differ
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias")):
+                    p.normal_(0.0, 0.08)
     model.save_pretrained(path, safe_serialization=True)
-    _byte_tokenizer(path)
+    _byte_tokenizer(path, chat=kind == "qwen2")
     return path

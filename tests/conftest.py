@@ -13,7 +13,7 @@ from flywheel.testing import build_tiny_model
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny-models")
-    return {kind: build_tiny_model(kind, root / kind) for kind in ("gemma3", "llama")}  # type: ignore[arg-type]
+    return {kind: build_tiny_model(kind, root / kind) for kind in ("gemma3", "llama", "qwen2")}  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +24,12 @@ def tiny_gemma(tiny_dirs: dict[str, Path]) -> Engine:
 @pytest.fixture(scope="session")
 def tiny_llama(tiny_dirs: dict[str, Path]) -> Engine:
     return Engine.load(str(tiny_dirs["llama"]), progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tiny_dirs: dict[str, Path]) -> Engine:
+    """A tiny qwen2 (q/k/v biases, 2 key-value heads, grouped queries) asked in its chat format."""
+    return Engine.load(str(tiny_dirs["qwen2"]), progress=False, prompt_format="chat")
 
 
 @pytest.fixture(scope="session")

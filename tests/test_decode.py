@@ -34,10 +34,10 @@ def step_shas(out: DecodeOutcome) -> list[str]:
     return [sha(t) for t in out.step_logits]
 
 
-@pytest.mark.parametrize("kind", ["gemma", "llama"])
+@pytest.mark.parametrize("kind", ["gemma", "llama", "qwen"])
 def test_slot_logits_do_not_depend_on_neighbours_position_or_finish_times(kind: str, tiny_gemma: Engine,
-                                                                          tiny_llama: Engine) -> None:
-    engine = tiny_gemma if kind == "gemma" else tiny_llama
+                                                                          tiny_llama: Engine, tiny_qwen: Engine) -> None:
+    engine = {"gemma": tiny_gemma, "llama": tiny_llama, "qwen": tiny_qwen}[kind]
     steps = 3 * TINY_SLIDING_WINDOW  # decode well past the sliding window
     alone = decode(engine, 4, [request(engine, PROMPTS[0], steps, "me")])["me"]
     assert len(alone.step_logits) == steps
@@ -66,12 +66,12 @@ def test_slot_bits_are_the_same_for_every_slot_count(tiny_gemma: Engine) -> None
     assert all(s == shas[0] for s in shas)
 
 
-@pytest.mark.parametrize("kind", ["gemma", "llama"])
+@pytest.mark.parametrize("kind", ["gemma", "llama", "qwen"])
 def test_batched_schedule_differs_from_the_single_sequence_path_and_says_so(kind: str, tiny_gemma: Engine,
-                                                                            tiny_llama: Engine) -> None:
+                                                                            tiny_llama: Engine, tiny_qwen: Engine) -> None:
     """The one-row MKL path is another schedule: compared, its bits differ (so it is never mixed),
     but it is the same computation (folded query heads are grouped-query attention)."""
-    engine = tiny_gemma if kind == "gemma" else tiny_llama
+    engine = {"gemma": tiny_gemma, "llama": tiny_llama, "qwen": tiny_qwen}[kind]
     out = decode(engine, 4, [request(engine, PROMPTS[0], 12, "me")])["me"]
     cache, logits = engine.prefill(engine.encode(PROMPTS[0]))
     single = [logits[-1]]
@@ -233,11 +233,11 @@ def prompted(engine: Engine, text: str, budget: int, tag: str, prompt: Prompt | 
 LONG = "A prompt longer than one prefill chunk and the tiny model's sliding window. " * 6
 
 
-@pytest.mark.parametrize("kind", ["gemma", "llama"])
+@pytest.mark.parametrize("kind", ["gemma", "llama", "qwen"])
 def test_a_prompt_prefilled_in_the_step_is_the_models_computation(kind: str, tiny_gemma: Engine,
-                                                                  tiny_llama: Engine) -> None:
+                                                                  tiny_llama: Engine, tiny_qwen: Engine) -> None:
     """Chunked, masked, beside others: close to the one-sequence prefill (bits differ: another schedule)."""
-    engine = tiny_gemma if kind == "gemma" else tiny_llama
+    engine = {"gemma": tiny_gemma, "llama": tiny_llama, "qwen": tiny_qwen}[kind]
     ids = engine.encode(LONG)
     assert len(ids) > 2 * PREFILL_CHUNK and len(ids) > TINY_SLIDING_WINDOW
     dec = BatchDecoder(engine, 3)
@@ -251,10 +251,10 @@ def test_a_prompt_prefilled_in_the_step_is_the_models_computation(kind: str, tin
     assert [int(s.argmax()) for s in single] == [int(s.argmax()) for s in out["me"].step_logits]
 
 
-@pytest.mark.parametrize("kind", ["gemma", "llama"])
+@pytest.mark.parametrize("kind", ["gemma", "llama", "qwen"])
 def test_a_prompts_bits_do_not_depend_on_its_neighbours_or_slot(kind: str, tiny_gemma: Engine,
-                                                                tiny_llama: Engine) -> None:
-    engine = tiny_gemma if kind == "gemma" else tiny_llama
+                                                                tiny_llama: Engine, tiny_qwen: Engine) -> None:
+    engine = {"gemma": tiny_gemma, "llama": tiny_llama, "qwen": tiny_qwen}[kind]
     alone = decode(engine, 1, [prompted(engine, LONG, 20, "me")])["me"]
     reference = step_shas(alone)
     mixes = [   # neighbours decoding, neighbours prefilling their own prompts in the same steps

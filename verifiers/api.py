@@ -7,9 +7,11 @@ import time
 from typing import Any
 
 from verifiers.types import (
+    ANSWER_MARKERS,
     MAX_OUTPUT_CHARS,
     MODES,
     Answered,
+    AnswerMarkers,
     CheckTimeout,
     Mode,
     OutputForm,
@@ -96,7 +98,7 @@ def check_by_substitution(problem_text: str, candidate: str, *, config: Verifier
 
 
 def check_output(text: str, *, form: OutputForm, reference: str | None, problem_text: str,
-                 config: VerifierConfig | None = None) -> Answered:
+                 config: VerifierConfig | None = None, markers: AnswerMarkers = "final-line") -> Answered:
     """What a model's output answers, and whether it is right: one bounded request does both.
 
     The answer is extracted from the untrusted `text` inside the worker (never in this process):
@@ -110,6 +112,7 @@ def check_output(text: str, *, form: OutputForm, reference: str | None, problem_
         reference: the reference answer, or None.
         problem_text: the problem (for a check by substitution).
         config: bounds; as for `check`.
+        markers: what marks the answer (the asking prompt format's): `final-line` or `boxed`.
     Returns:
         `Answered(answer, verdict)`: the answer stated (None: none; also when the worker was killed
         before replying), and the verdict on it.
@@ -124,7 +127,9 @@ def check_output(text: str, *, form: OutputForm, reference: str | None, problem_
     if len(text) > MAX_OUTPUT_CHARS:
         return Answered(None, Verdict("unparseable", f"refused: output of {len(text):,} chars exceeds "
                                                      f"{MAX_OUTPUT_CHARS:,}", mode))
-    d = _request("output", [text, form, reference or "", problem_text], mode, cfg)
+    if markers not in ANSWER_MARKERS:
+        raise ValueError(f"unknown answer markers {markers!r}; one of {', '.join(ANSWER_MARKERS)}")
+    d = _request("output", [text, form, reference or "", problem_text, markers], mode, cfg)
     if "verdict" not in d:   # the request failed: `d` is the verdict saying why
         return Answered(None, Verdict.from_dict(d))
     answer = d.get("answer")

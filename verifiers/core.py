@@ -226,14 +226,14 @@ def substitution_local(problem: str, candidate: str, config: VerifierConfig | No
 
 
 def output_local(text: str, form: str, reference: str, problem: str,
-                 config: VerifierConfig | None = None) -> Answered:
+                 config: VerifierConfig | None = None, markers: str = "final-line") -> Answered:
     """`verifiers.check_output` in this process: extract the answer `text` states (`answer_in_output`),
     then check it against `reference`, or by substitution into `problem` when the reference is
     blank. Never raises."""
     cfg = config or VerifierConfig()
     t0 = time.perf_counter()
     try:
-        answer = answer_in_output(text, form)
+        answer = answer_in_output(text, form, markers)
     except (Exception, RecursionError, MemoryError) as err:
         return Answered(None, Verdict("unparseable", f"internal error: {type(err).__name__}: {str(err)[:120]}",
                                       elapsed_s=time.perf_counter() - t0))

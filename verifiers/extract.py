@@ -300,14 +300,21 @@ def reference_alternatives(reference: str) -> list[str]:
     return [a for a in alts if a] or [reference.strip()]
 
 
-def answer_in_output(text: str, form: str) -> str | None:
+def answer_in_output(text: str, form: str, markers: str = "final-line") -> str | None:
     """The answer a model's continuation states: its first line in `answer` form, its final-answer
     line in `solve` form (a cut-off solution that still says "answer" or "boxed" is read whole).
+    Under `boxed` markers (the chat format) the last `\\boxed{...}` run comes first, in either form.
 
     Prose without a stated answer has none (a stray number is not one).
 
     Example: `answer_in_output("x = 9.\\nFinal answer: 9\\n", "solve")` -> `"9"`.
     """
+    if markers == "boxed":
+        run = last_box_run(text)
+        if run is not None:
+            return extract_answer(text) or run[1].strip() or None
+    elif markers != "final-line":
+        raise ValueError(f"unknown answer markers {markers!r}")
     if form == "answer":
         line = text.strip().splitlines()[0].strip() if text.strip() else ""
         return (extract_answer(line) or line.rstrip(".")) or None

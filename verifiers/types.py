@@ -12,6 +12,10 @@ Status = Literal["equivalent", "not_equivalent", "unparseable", "timeout"]
 MODES: tuple[str, ...] = ("auto", "integer", "aime", "number", "expression", "set", "interval", "equation", "text")
 #: How a model's output states its answer: `answer` on its first line, `solve` on a `Final answer:` line.
 OutputForm = Literal["answer", "solve"]
+#: What marks the answer in a model's output, as the prompt format that asked says (data, not code):
+#: `final-line` a `Final answer:` line (the plain format), `boxed` the last `\\boxed{...}` (the chat format).
+AnswerMarkers = Literal["final-line", "boxed"]
+ANSWER_MARKERS: tuple[str, ...] = ("final-line", "boxed")
 
 #: Longest model output an answer is extracted from (far above any decode budget's text).
 MAX_OUTPUT_CHARS = 4_000_000

@@ -177,8 +177,8 @@ def _serve(memory_mb: int) -> None:
                 cand, ref, mode = req["args"]
                 reply = check_local(cand, ref, mode, config=cfg).to_dict()
             elif req["op"] == "output":
-                text, form, ref, problem = req["args"]
-                answered = output_local(text, form, ref, problem, config=cfg)
+                text, form, ref, problem, *rest = req["args"]
+                answered = output_local(text, form, ref, problem, config=cfg, markers=rest[0] if rest else "final-line")
                 reply = {"answer": answered.answer, "verdict": answered.verdict.to_dict()}
             else:
                 problem, cand = req["args"]

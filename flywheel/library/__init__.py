@@ -39,7 +39,6 @@ from flywheel.kv.artifact import Artifact, artifact_name
 from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
 from flywheel.library.staging import STAGING_PREFIX, stale_staging_dirs
 from flywheel.problemsets import Problem
-from flywheel.prompts import TEMPLATE_VERSION, graft_prefix
 from flywheel.store import ArtifactStore as ArtifactStoreBase
 from flywheel.tables import BadRow
 from flywheel.terminal import printable
@@ -298,7 +297,7 @@ class Library:
         """
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
-        check_deposit_text(problem, solution, answer)
+        check_deposit_text(problem, solution, answer, engine.prompt_format)
         given = problem.reference
         problem = self.checked_reference(self.filed_as(problem), verifier)
         if verdict is None or problem.reference != given:
@@ -319,14 +318,15 @@ class Library:
         if existing is not None and self.store.contains(existing.sha256):
             return DepositResult(existing.problem_id, existing.sha256, False, status, reason,
                                  existing.token_count, unverified)
-        ids = engine.encode(graft_prefix(problem.text, solution, answer))
+        fmt = engine.prompt_format
+        ids = engine.encode_prompt(fmt.graft([(problem.text, solution, answer)]))
         window = engine.context_window
         if window and len(ids) > window:
             raise DepositRefusedError(f"the graft text of {printable(problem.id or problem.text[:40], 80)} is "
                                       f"{len(ids):,} tokens, longer than the model's {window:,}-token window",
                                       hint="shorten the solution")
         cache, last = engine.prefill(ids)
-        artifact = capture(engine, cache, ids, last, meta={"problem_id": problem.id, "template": TEMPLATE_VERSION})
+        artifact = capture(engine, cache, ids, last, meta={"problem_id": problem.id, "template": fmt.tag})
         data = artifact.to_bytes()
         sha = self.store.put(data)                     # durable before the row exists
         row = self.catalog.deposit(
@@ -465,7 +465,7 @@ class Library:
     def rebuild(self, engine: Engine, *, progress: Progress | None = None) -> int:
         """Re-prefill every stored solution for `engine`'s model, then rebuild its index.
 
-        An artifact of this model prefilled through an older graft template (`TEMPLATE_VERSION`)
+        An artifact of this model prefilled through another graft template than the engine's prompt format's tag
         is replaced by its re-prefill; one already current is kept as it is.
 
         Artifacts of other fingerprints stay (they are never grafted by this engine). Returns
@@ -483,7 +483,7 @@ class Library:
                 if sol is not None and prob is not None:
                     p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
                     # One artifact per solution and model: one of an older template makes way for its re-prefill.
-                    stale = a.fingerprint_digest == engine.fingerprint.digest and self._stale_template(a.sha256)
+                    stale = a.fingerprint_digest == engine.fingerprint.digest and self._stale_template(a.sha256, engine.prompt_format.tag)
                     if stale:
                         self.catalog.remove_artifact(a.sha256)
                     self.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by,
@@ -569,11 +569,11 @@ class Library:
     def load_graft(self, engine: Engine, sha256: str) -> Graft:
         """Fetch, hash-check, template-check, fingerprint-check and graft an artifact; raises `ArtifactError` if refused."""
         artifact = self._read_artifact(sha256)
-        made_with = artifact.header.meta.get("template")
-        if made_with != TEMPLATE_VERSION:   # its bytes hold another prompt than the attempt continues
+        made_with, ours = artifact.header.meta.get("template"), engine.prompt_format.tag
+        if made_with != ours:   # its bytes hold another prompt (format) than the attempt continues
             raise TemplateMismatchError(
                 f"artifact {sha256[:12]} was prefilled through graft template {made_with or 'unknown'}, "
-                f"this build's is {TEMPLATE_VERSION}",
+                f"this engine asks in {ours}",
                 hint="re-prefill the library's solutions: flywheel library rebuild")
         return graft(engine, artifact)
 
@@ -593,10 +593,10 @@ class Library:
                                         hint="`flywheel library verify` lists missing files; re-deposit or import them")
         return parse_artifact(data, expected_sha256=sha256)
 
-    def _stale_template(self, sha256: str) -> bool:
-        """Whether a stored artifact was prefilled through another graft template than this build's."""
+    def _stale_template(self, sha256: str, tag: str) -> bool:
+        """Whether a stored artifact was prefilled through another graft template than `tag` (the engine's format)."""
         data = self.store.get_unchecked(sha256)
-        return data is not None and parse_artifact(data).header.meta.get("template") != TEMPLATE_VERSION
+        return data is not None and parse_artifact(data).header.meta.get("template") != tag
 
     def route(self, engine: Engine, problem_text: str, *, members: int | None = None) -> RouteDecision:
         """Route a problem among artifacts of `engine`'s fingerprint (exact, near or none).
@@ -631,11 +631,11 @@ class Library:
 
         from flywheel.engine import canonical_json
         from flywheel.fsutil import atomic_write_bytes
-        from flywheel.prompts import composite_prefix
 
         ordered = sorted(set(members))
         fp = engine.fingerprint.digest
-        key = hashlib.sha256(canonical_json({"members": ordered, "template": TEMPLATE_VERSION,
+        fmt = engine.prompt_format
+        key = hashlib.sha256(canonical_json({"members": ordered, "template": fmt.tag,
                                              "fingerprint": fp}).encode()).hexdigest()
         key_file = self.root / COMPOSITES_DIR / "keys" / key
         if key_file.is_file():
@@ -651,9 +651,9 @@ class Library:
                 raise LibraryError(f"composite member {member[:12]} is not a catalogued artifact of this engine",
                                    hint="flywheel library verify; flywheel library rebuild")
             examples.append((prob.text, sol.text, sol.answer))
-        ids = engine.encode(composite_prefix(examples))
+        ids = engine.encode_prompt(fmt.graft(examples))
         cache, last = engine.prefill(ids)
-        artifact = capture(engine, cache, ids, last, meta={"members": ",".join(ordered), "template": TEMPLATE_VERSION})
+        artifact = capture(engine, cache, ids, last, meta={"members": ",".join(ordered), "template": fmt.tag})
         sha = self.composites.put(artifact.to_bytes())
         key_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(key_file, sha.encode())

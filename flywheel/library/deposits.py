@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flywheel.errors import DepositRefusedError
-from flywheel.prompts import template_break
+from flywheel.prompts import PLAIN, PromptFormat
 from flywheel.tables import MAX_CELL_CHARS
 from flywheel.terminal import printable
 
@@ -23,8 +23,9 @@ MAX_TEXT_CHARS = MAX_CELL_CHARS
 MAX_ID_CHARS = 255
 
 
-def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
-    """Raise `DepositRefusedError` when a field is empty where required, too long, or the id is unusable."""
+def check_deposit_text(problem: Problem, solution: str, answer: str, prompt_format: PromptFormat = PLAIN) -> None:
+    """Raise `DepositRefusedError` when a field is empty where required, too long, breaks `prompt_format`'s
+    graft, or the id is unusable."""
     fields = {"problem": problem.text, "solution": solution, "answer": answer, "reference": problem.reference or ""}
     for name, value in fields.items():
         if not isinstance(value, str):
@@ -37,7 +38,7 @@ def check_deposit_text(problem: Problem, solution: str, answer: str) -> None:
     for name in ("problem", "answer"):
         if not fields[name].strip():
             raise DepositRefusedError(f"{name} is empty")
-    broken = template_break(problem.text, solution, answer, problem.reference or "")
+    broken = prompt_format.template_break(problem.text, solution, answer, problem.reference or "")
     if broken:
         raise DepositRefusedError(f"{broken}, which would break the graft template",
                                   hint="give the answer alone on one line; the template adds its own markers")

@@ -13,7 +13,7 @@ from flywheel.kv import exactness
 from flywheel.testing import TINY_SLIDING_WINDOW
 
 
-@pytest.mark.parametrize("kind", ["tiny_gemma", "tiny_llama"])
+@pytest.mark.parametrize("kind", ["tiny_gemma", "tiny_llama", "tiny_qwen"])
 def test_every_sample_grafts_byte_identical_across_the_window(kind: str, request: pytest.FixtureRequest,
                                                               tmp_path: Path) -> None:
     engine: Engine = request.getfixturevalue(kind)

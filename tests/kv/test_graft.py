@@ -32,7 +32,7 @@ def _fresh_and_grafted(engine: Engine, n: int, chunk: int = 8) -> tuple[torch.Te
     return fresh, engine.forward(cont, restored.cache, keep=CONT), data
 
 
-@pytest.mark.parametrize("kind", ["tiny_gemma", "tiny_llama"])
+@pytest.mark.parametrize("kind", ["tiny_gemma", "tiny_llama", "tiny_qwen"])
 @pytest.mark.parametrize("n", [3, TINY_SLIDING_WINDOW - 1, TINY_SLIDING_WINDOW, TINY_SLIDING_WINDOW + 1, 5 * TINY_SLIDING_WINDOW + 3])
 def test_graft_logits_are_byte_identical_to_fresh(kind: str, n: int, request: pytest.FixtureRequest) -> None:
     engine = request.getfixturevalue(kind)
