@@ -273,19 +273,18 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
     jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=skipped)
     model_seconds = 0.0
     finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
-    with runtime.model_lock(eng):   # re-entrant: deposits below take it too
-        try:
-            for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots,
-                                             meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock):
-                model_seconds += result.wall_seconds
-                ledger.settle(granted=result.budget, used=result.decode_tokens)
-                finisher.submit(job, k, result)
-                finisher.deposit_ready()
-                open_forks[job.problem.id] -= 1
-                if open_forks[job.problem.id] == 0 and on_problem:
-                    on_problem(job.problem.id, note[0])
-        finally:
-            finisher.close()
+    try:
+        for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots,
+                                         meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock):
+            model_seconds += result.wall_seconds
+            ledger.settle(granted=result.budget, used=result.decode_tokens)
+            finisher.submit(job, k, result)
+            finisher.deposit_ready()
+            open_forks[job.problem.id] -= 1
+            if open_forks[job.problem.id] == 0 and on_problem:
+                on_problem(job.problem.id, note[0])
+    finally:
+        finisher.close()
     return model_seconds
 
 

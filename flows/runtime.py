@@ -1,8 +1,8 @@
 """Per-process resources the tasks share: one engine per model, one library per catalog.
 
 Tasks receive names, not objects, and look the heavy objects up here, so a worker holds one
-model in memory however many tasks and flow runs it executes. Model calls are serialized per
-engine by `model_lock` (a torch model is not safe to drive from two threads at once). A Dask
+model in memory however many tasks and flow runs it executes. Model calls are serialized by the
+engine itself (`Engine.lock`: a torch model is not safe to drive from two threads at once). A Dask
 worker process is such a worker: `engine_loads()` and `worker_id()` let a run report it.
 """
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _engines: dict[tuple[str, EngineSettings], Engine] = {}
-_model_locks: dict[int, threading.RLock] = {}
 _libraries: dict[tuple[str, str, RouterConfig], Library] = {}
 _meters: dict[EnergyConfig | None, EnergyMeter] = {}
 _engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
@@ -74,12 +73,6 @@ def energy_meter(config: EnergyConfig | None = None) -> EnergyMeter:
         if config not in _meters:
             _meters[config] = EnergyMeter(config)
         return _meters[config]
-
-
-def model_lock(eng: Engine) -> threading.RLock:
-    """The lock that serializes model work on `eng` (re-entrant: a pass holds it while it deposits)."""
-    with _lock:
-        return _model_locks.setdefault(id(eng), threading.RLock())
 
 
 def library(root: str, db_url: str, router_config: RouterConfig | None = None) -> Library:

@@ -47,6 +47,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -411,14 +412,17 @@ def _install_onednn_linears(engine: Engine) -> None:
     """Give every `nn.Linear` of the model a oneDNN weight copy and a forward that uses it in a step.
 
     Costs one more copy of the linear weights in memory (Gemma 3 270M: ~1.1 GB, most of it the
-    tied 262k-token output projection). Idempotent: an engine is converted once.
+    tied 262k-token output projection). Idempotent: an engine is converted once, under its lock.
+    Outside a step (`_slot_step`) the new forward is `nn.Linear`'s own.
     """
     if getattr(engine.model, "_flywheel_onednn", False):
         return
     if not torch.backends.mkldnn.is_available():
         raise InputError("batched decoding needs PyTorch built with oneDNN (mkldnn)",
                          hint="install the project's pinned torch build (make install)")
-    with torch.inference_mode():
+    with engine.lock, torch.inference_mode():
+        if getattr(engine.model, "_flywheel_onednn", False):   # another thread converted it meanwhile
+            return
         for module in engine.model.modules():
             if isinstance(module, torch.nn.Linear):
                 module._flywheel_onednn_weight = module.weight.detach().to_mkldnn()  # type: ignore[assignment]
@@ -426,6 +430,26 @@ def _install_onednn_linears(engine: Engine) -> None:
                     None if module.bias is None else module.bias.detach().to_mkldnn())
                 module.forward = types.MethodType(_linear_forward, module)  # type: ignore[method-assign]
     engine.model._flywheel_onednn = True  # type: ignore[assignment]
+
+
+@contextmanager
+def _slot_step(engine: Engine) -> Iterator[None]:
+    """Everything a step switches, switched and restored under the engine's lock (`Engine.lock`).
+
+    The model's attention implementation (process-wide: its config) becomes the slot attention and
+    this thread's linears take the oneDNN path; both are back before the lock is let go, so a call
+    on another thread (`Engine.forward`) waits for the step and runs the plain model.
+    """
+    with engine.lock:
+        config = engine.model.config
+        saved = config._attn_implementation
+        config._attn_implementation = SLOT_ATTENTION
+        _in_step.active = True
+        try:
+            yield
+        finally:
+            _in_step.active = False
+            config._attn_implementation = saved
 
 
 # --- the step and the loop -------------------------------------------------------------------------
@@ -467,18 +491,11 @@ def decode_step(engine: Engine, slots: list[SlotKV | None], feeds: list[list[int
     input_ids = torch.tensor([ids], dtype=torch.long, device=engine.device)           # (1, N)
     position_ids = torch.tensor([positions], dtype=torch.long, device=engine.device)  # (1, N)
     step = _StepCache(live, counts)
-    config = engine.model.config
-    saved = config._attn_implementation
-    config._attn_implementation = SLOT_ATTENTION   # under the engine's lock: one step at a time
-    _in_step.active = True
-    try:
+    with _slot_step(engine):
         out = engine.model(input_ids=input_ids, position_ids=position_ids, cache=step, use_cache=True,
                            attention_mask=_mask_marker(engine, 1),
                            logits_to_keep=torch.tensor(keep, dtype=torch.long, device=engine.device),
                            slot_step=step)
-    finally:
-        _in_step.active = False
-        config._attn_implementation = saved
     for slot, n in zip(live, counts, strict=False):
         if slot is not None:
             slot.position += n

@@ -350,3 +350,53 @@ def test_sliding_layers_keep_about_their_window_and_growing_changes_no_bit(tiny_
     capacities = [layer.keys.shape[-2] for step in seen for kv in step for layer in kv.layers  # type: ignore[attr-defined]
                   if layer.window is not None]
     assert max(capacities) <= 2 * TINY_SLIDING_WINDOW + PREFILL_CHUNK
+
+
+def test_a_plain_forward_on_another_thread_during_a_step_runs_the_plain_model(tiny_gemma: Engine,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: what a step switches (attention implementation, linear path) is switched under the
+    engine's lock, taken inside the engine: a forward on another thread mid-step waits, then is plain."""
+    import threading
+
+    from flywheel import decode as dec
+
+    ids = tiny_gemma.encode(PROMPTS[2])
+    plain = tiny_gemma.forward(ids, tiny_gemma.new_cache())
+    me = request(tiny_gemma, PROMPTS[0], 3, "me")
+    lock, step_thread = tiny_gemma.lock, threading.get_ident()
+    in_step, other_at_lock = threading.Event(), threading.Event()
+
+    class Watched:
+        """The engine's lock, saying when another thread asks for it."""
+
+        def __enter__(self) -> None:
+            if threading.get_ident() != step_thread:
+                other_at_lock.set()
+            lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            lock.release()
+
+    def mid_step(module: torch.nn.Module, args: object) -> None:   # the step's thread, inside the model call
+        if getattr(dec._in_step, "active", False) and not in_step.is_set():
+            in_step.set()
+            assert other_at_lock.wait(timeout=60), "the other thread's forward never asked for the engine's lock"
+
+    got: dict[str, torch.Tensor] = {}
+
+    def other() -> None:
+        assert in_step.wait(timeout=60)
+        got["logits"] = tiny_gemma.forward(ids, tiny_gemma.new_cache())
+
+    monkeypatch.setattr(tiny_gemma.model, "_flywheel_lock", Watched())
+    hook = tiny_gemma.model.model.layers[0].register_forward_pre_hook(mid_step)
+    thread = threading.Thread(target=other)
+    try:
+        thread.start()
+        out = decode(tiny_gemma, 2, [me])["me"]
+        thread.join(timeout=60)
+    finally:
+        hook.remove()
+    assert in_step.is_set() and len(out.tokens) == 3
+    assert not thread.is_alive() and sha(got["logits"]) == sha(plain)
+    assert tiny_gemma.model.config._attn_implementation == "sdpa"
