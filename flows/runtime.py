@@ -14,8 +14,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flywheel.domain import Progress
-
 if TYPE_CHECKING:
     from flywheel.energy import EnergyConfig, EnergyMeter
     from flywheel.engine import Engine, EngineSettings
@@ -27,10 +25,6 @@ _engines: dict[tuple[str, EngineSettings], Engine] = {}
 _libraries: dict[tuple[str, str, RouterConfig], Library] = {}
 _meters: dict[EnergyConfig | None, EnergyMeter] = {}
 _engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
-
-#: Called after each problem as `progress_hook(done, total, label)` (the problem, its decode rate); the
-#: CLI sets it to drive its progress bar.
-progress_hook: Progress | None = None
 
 
 def engine(model: str, settings: EngineSettings | None = None, *, progress: bool = False) -> Engine:
