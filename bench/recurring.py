@@ -194,7 +194,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     for start in range(0, len(champ), chunk):
         if len(selected) >= PAPER_PROBLEMS:
             break
-        jobs = [AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp, tag=p.id)
+        jobs = [AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp)
                 for p in champ[start:start + chunk]]
         got: dict[str, list[Any]] = {j.problem.id: [] for j in jobs}
         for job, _, r in solve_many(engine, None, jobs, slots=min(args.slots, k * len(jobs))):

@@ -60,7 +60,7 @@ from flows.tasks import (
 from flywheel import calculator, config, grounding
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, PlannedAttempt, solve_many
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
-from flywheel.domain import Progress
+from flywheel.domain import Progress, RouteDecision
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
 from flywheel.router import RouterConfig
@@ -315,8 +315,14 @@ def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done:
         attempts = [PlannedAttempt(k, ledger.grant((problem.id, k)), cfg.seed + k if seeded else None)
                     for k in pending]
         yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
-                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision,
+                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, decision=decision,
                          calculator=cfg.calculator, grounding=cfg.grounding)
+
+
+def _decision(job: AttemptJob) -> RouteDecision:
+    """The route decision `route_and_grant` gave `job` (every job of a pass has one)."""
+    assert job.decision is not None, "a pass's job carries its route decision"
+    return job.decision
 
 
 def _counting(jobs: Iterator[AttemptJob], open_forks: dict[str, int]) -> Iterator[AttemptJob]:
@@ -352,12 +358,12 @@ class _Finisher:
         self.futures.append(self.pool.submit(ctx.run, self._verify, job, k, result))
 
     def _verify(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
-        problem, decision = job.problem, job.tag
+        problem = job.problem
         with self.clock.phase("verify"):
             answered = verify(problem, result, self.cfg.verifier)
         verdict = answered.verdict
         with self.lock:
-            deposit = (verdict.equivalent and self.cfg.deposit and decision.kind != "exact"
+            deposit = (verdict.equivalent and self.cfg.deposit and job.route != "exact"
                        and problem.id not in self.deposited and problem.id not in self.solved)
             if deposit:
                 self.deposited.add(problem.id)
@@ -371,7 +377,7 @@ class _Finisher:
     def _record(self, job: AttemptJob, k: int, result: AttemptResult, answered: Answered) -> None:
         with self.clock.phase("record"):
             record(self.env, attempt_record(result, answered, run_id=self.run_id, problem_id=job.problem.id,
-                                            attempt_index=k, route=job.tag),
+                                            attempt_index=k, route=_decision(job)),
                    graft_records(result))
 
     def deposit_ready(self) -> None:
@@ -383,7 +389,7 @@ class _Finisher:
                 return
             with self.clock.phase("deposit"):
                 deposit_own(self.env, job.problem, result, answered, self.deposited_by, self.cfg.verifier,
-                            route=job.tag)   # the route_and_grant phase tags each job with its route
+                            route=_decision(job))
             ctx = contextvars.copy_context()
             self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, answered))
 

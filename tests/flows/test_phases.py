@@ -38,7 +38,7 @@ def test_route_and_grant_routes_lazily_and_grants_in_order(scripted: str, lib_di
     assert skipped == ["done"] and first.problem is NINE and first.route == "none"
     assert first.attempts == [PlannedAttempt(0, 5, 40), PlannedAttempt(1, 5, 41)] and first.temperature > 0
     second = next(jobs)   # a recurrence is asked once, greedy, under what the run budget has left
-    assert second.problem is SEEN and second.route == "exact" and second.tag.kind == "exact"
+    assert second.problem is SEEN and second.route == "exact" and second.decision.kind == "exact"
     assert second.attempts == [PlannedAttempt(0, 2, None)] and second.temperature == 0.0
     third = next(jobs)
     assert third.attempts == [PlannedAttempt(0, 0, 40), PlannedAttempt(1, 0, 41)]   # the run budget is spent
