@@ -4,7 +4,7 @@ On the real default model, N CHAMP problems get their curated solutions deposite
 
 1. `flow`: one `flywheel_run` pass (Prefect flow, tasks, catalog writes, router): every problem
    is an exact recurrence answered from its graft. Per problem, wall time between two calls of
-   `flows.runtime.progress_hook` (the first interval also opens the run) against the attempt's
+   `flywheel_run`'s `progress` callback (the first interval also opens the run) against the attempt's
    model time (`AttemptResult.wall_seconds`: graft load from the store, prefill of the question,
    decode). Overhead = wall - model; the issue's target is under 5% of the wall time.
 2. `direct`: the same steps in the same process without Prefect — the task functions' bodies
@@ -65,13 +65,9 @@ DEFAULT_PROBLEMS = 4
 def flow_pass(cfg: RunConfig) -> tuple[dict[str, Any], list[float], float]:
     """Run the flow; (summary, per-problem wall seconds from the progress hook, total wall)."""
     marks: list[float] = []
-    runtime.progress_hook = lambda done, total, pid: marks.append(time.perf_counter())
-    try:
-        t0 = time.perf_counter()
-        summary = flywheel_run(cfg)
-        total = time.perf_counter() - t0
-    finally:
-        runtime.progress_hook = None
+    t0 = time.perf_counter()
+    summary = flywheel_run(cfg, lambda done, total, note: marks.append(time.perf_counter()))
+    total = time.perf_counter() - t0
     edges = [t0, *marks]
     return summary, [b - a for a, b in zip(edges, edges[1:], strict=False)], total
 

@@ -20,6 +20,7 @@ from typing import Any
 from flows.run import RunConfig, flywheel_run, new_run_id, run_env
 from flows.starter import STARTER, STARTER_SET
 from flywheel import config
+from flywheel.domain import Progress
 from flywheel.problemsets import Problem, load_champ, load_problem_set
 
 CURATOR = "curator:demo"
@@ -55,8 +56,11 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DE
              champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_PER_FAMILY,
              attempts: int = config.DEMO_ATTEMPTS,
              slots: int | None = None, dtype: str | None = None,
-             calculator: bool | None = None, grounding: bool | None = None) -> dict[str, Any]:
-    """Seed -> pass 1 -> curated CHAMP deposits -> pass 2 (see the module docstring); returns both summaries."""
+             calculator: bool | None = None, grounding: bool | None = None,
+             progress: Progress | None = None) -> dict[str, Any]:
+    """Seed -> pass 1 -> curated CHAMP deposits -> pass 2 (see the module docstring); returns both summaries.
+
+    `progress` follows each pass's problems (`flywheel_run`)."""
     library = workdir / "library"
     problems = demo_problems(champ, per_family)
     spec = str(write_set(problems, workdir / "demo-set.jsonl"))
@@ -68,13 +72,13 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DE
     eng = run_env(cfg).engine()
     lib = run_env(cfg).open_library()
     tag = new_run_id()
-    pass1 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass1", "starter": per_family > 0}))
+    pass1 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass1", "starter": per_family > 0}), progress)
     by_pass1 = {pass1["flow_run_id"], pass1["run_id"]}
     own = [a for a in lib.catalog.list_artifacts()
            if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by in by_pass1]
     curated = [p for p in problems if p.source == "champ"]
     deposited = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR) for p in curated]
-    pass2 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass2"}))
+    pass2 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass2"}), progress)
     return {"library": str(library), "problem_set": spec, "pass1": pass1, "pass2": pass2,
             "siblings": pass1.get("starter", {}).get("deposited", []),
             "self_deposits": [a.sha256 for a in own], "self_deposited_ids": sorted({a.problem_id for a in own}),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.run import RunConfig, flywheel_run, new_run_id, run_env
-from flywheel.domain import ROUTE_KINDS
+from flywheel.domain import ROUTE_KINDS, Progress
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import load_problem_set
 from flywheel.stats import wilson
@@ -34,12 +34,14 @@ def seed_library(cfg: RunConfig, spec: str, deposited_by: str = "curator:eval") 
     return count
 
 
-def heldout_eval(cfg: RunConfig, library_set: str | None) -> dict[str, Any]:
-    """Deposit `library_set` (if given), then run `cfg.problems` without and with grafts; accuracies and intervals."""
+def heldout_eval(cfg: RunConfig, library_set: str | None, progress: Progress | None = None) -> dict[str, Any]:
+    """Deposit `library_set` (if given), then run `cfg.problems` without and with grafts; accuracies and intervals.
+
+    `progress` follows each run's problems (`flywheel_run`)."""
     deposited = seed_library(cfg, library_set) if library_set else 0
     tag = new_run_id()
-    base = flywheel_run(cfg.model_copy(update={"no_graft": True, "deposit": False, "run_id": f"{tag}-base"}))
-    graft = flywheel_run(cfg.model_copy(update={"no_graft": False, "deposit": False, "run_id": f"{tag}-graft"}))
+    base = flywheel_run(cfg.model_copy(update={"no_graft": True, "deposit": False, "run_id": f"{tag}-base"}), progress)
+    graft = flywheel_run(cfg.model_copy(update={"no_graft": False, "deposit": False, "run_id": f"{tag}-graft"}), progress)
     with_by = {r["problem_id"]: r for r in graft["results"]}
     rows = []
     for r in base["results"]:

@@ -60,6 +60,7 @@ from flows.tasks import (
 from flywheel import calculator, config, grounding
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, PlannedAttempt, solve_many
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
+from flywheel.domain import Progress, RouteDecision
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
 from flywheel.router import RouterConfig
@@ -184,8 +185,6 @@ def new_run_id() -> str:
 
 
 AttemptKey = tuple[str, int]   # (problem id, attempt index)
-#: `on_problem(problem_id, note)`: a problem's attempts all finished; `note` says how fast decoding goes.
-ProblemDone = Callable[[str, str], None]
 
 
 class Grants(Protocol):
@@ -248,44 +247,45 @@ class FixedGrants:
 
 def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
              done: set[AttemptKey], solved: set[str], ledger: Grants,
-             on_problem: ProblemDone | None = None, clock: PhaseClock | None = None) -> float:
+             progress: Progress | None = None, clock: PhaseClock | None = None) -> float:
     """Route, attempt, verify, deposit and record the pending attempts of `problems` on decode slots.
 
     The phases, each a function of its own: `route_and_grant` (as a slot frees), the decode loop
     (`solve_many`), and `_Finisher` (verify and record on a thread of their own, off the decode
     loop's critical path; a deposit, which needs the model, back on this thread between steps).
-    Returns the model seconds spent (graft, prefill and decode). `on_problem(problem_id, note)` is
-    called as each problem's attempts are all finished (or it had nothing to do), `note` the
-    decoder's last progress note (its decode rate); `clock` collects where the time went.
+    Returns the model seconds spent (graft, prefill and decode). `progress(done, len(problems),
+    "problem-id · N decode tok/s")` follows each problem whose attempts are all finished (or that had
+    nothing to do), with the decoder's last rate; `clock` collects where the time went.
     """
     eng, lib = env.engine(), env.open_library()
     clock = clock or PhaseClock()
     open_forks: dict[str, int] = {}
     note = [""]
+    finished = [0]
 
-    def skipped(problem_id: str) -> None:
-        if on_problem:
-            on_problem(problem_id, note[0])
+    def problem_done(problem_id: str) -> None:
+        finished[0] += 1
+        if progress:
+            progress(finished[0], len(problems), f"{problem_id} · {note[0]}" if note[0] else problem_id)
 
     def speed(finished: int, total: int | None, said: str) -> None:
         note[0] = said
 
-    jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=skipped)
+    jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=problem_done)
     model_seconds = 0.0
     finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
-    with runtime.model_lock(eng):   # re-entrant: deposits below take it too
-        try:
-            for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots,
-                                             meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock):
-                model_seconds += result.wall_seconds
-                ledger.settle(granted=result.budget, used=result.decode_tokens)
-                finisher.submit(job, k, result)
-                finisher.deposit_ready()
-                open_forks[job.problem.id] -= 1
-                if open_forks[job.problem.id] == 0 and on_problem:
-                    on_problem(job.problem.id, note[0])
-        finally:
-            finisher.close()
+    try:
+        for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots,
+                                         meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock):
+            model_seconds += result.wall_seconds
+            ledger.settle(granted=result.budget, used=result.decode_tokens)
+            finisher.submit(job, k, result)
+            finisher.deposit_ready()
+            open_forks[job.problem.id] -= 1
+            if open_forks[job.problem.id] == 0:
+                problem_done(job.problem.id)
+    finally:
+        finisher.close()
     return model_seconds
 
 
@@ -315,8 +315,14 @@ def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done:
         attempts = [PlannedAttempt(k, ledger.grant((problem.id, k)), cfg.seed + k if seeded else None)
                     for k in pending]
         yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
-                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, tag=decision,
+                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, decision=decision,
                          calculator=cfg.calculator, grounding=cfg.grounding)
+
+
+def _decision(job: AttemptJob) -> RouteDecision:
+    """The route decision `route_and_grant` gave `job` (every job of a pass has one)."""
+    assert job.decision is not None, "a pass's job carries its route decision"
+    return job.decision
 
 
 def _counting(jobs: Iterator[AttemptJob], open_forks: dict[str, int]) -> Iterator[AttemptJob]:
@@ -352,12 +358,12 @@ class _Finisher:
         self.futures.append(self.pool.submit(ctx.run, self._verify, job, k, result))
 
     def _verify(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
-        problem, decision = job.problem, job.tag
+        problem = job.problem
         with self.clock.phase("verify"):
             answered = verify(problem, result, self.cfg.verifier)
         verdict = answered.verdict
         with self.lock:
-            deposit = (verdict.equivalent and self.cfg.deposit and decision.kind != "exact"
+            deposit = (verdict.equivalent and self.cfg.deposit and job.route != "exact"
                        and problem.id not in self.deposited and problem.id not in self.solved)
             if deposit:
                 self.deposited.add(problem.id)
@@ -371,7 +377,7 @@ class _Finisher:
     def _record(self, job: AttemptJob, k: int, result: AttemptResult, answered: Answered) -> None:
         with self.clock.phase("record"):
             record(self.env, attempt_record(result, answered, run_id=self.run_id, problem_id=job.problem.id,
-                                            attempt_index=k, route=job.tag),
+                                            attempt_index=k, route=_decision(job)),
                    graft_records(result))
 
     def deposit_ready(self) -> None:
@@ -383,7 +389,7 @@ class _Finisher:
                 return
             with self.clock.phase("deposit"):
                 deposit_own(self.env, job.problem, result, answered, self.deposited_by, self.cfg.verifier,
-                            route=job.tag)   # the route_and_grant phase tags each job with its route
+                            route=_decision(job))
             ctx = contextvars.copy_context()
             self.futures.append(self.pool.submit(ctx.run, self._record, job, k, result, answered))
 
@@ -412,8 +418,12 @@ class _Finisher:
 
 
 @flow(name="flywheel-run", log_prints=False, persist_result=False, validate_parameters=True)
-def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
-    """Route, attempt, verify, deposit and record every problem of `cfg.problems`; returns the summary."""
+def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
+    """Route, attempt, verify, deposit and record every problem of `cfg.problems`; returns the summary.
+
+    `progress(done, total, note)` follows each finished problem (`note`: its id, and the decode
+    rate where it was decoded here); each is also logged to the flow run.
+    """
     from prefect.runtime import flow_run
 
     started = time.perf_counter()
@@ -442,11 +452,10 @@ def flywheel_run(cfg: RunConfig) -> dict[str, Any]:
     try:
         if cfg.task_runner == "dask":
             model_seconds, workers = _solve_on_dask(env, cfg, run_id, deposited_by, pset.problems, done, solved,
-                                                    spent)
+                                                    spent, _logged(progress))
         else:
-            progress = _Progress(len(pset.problems))
             model_seconds = run_pass(env, cfg, run_id, deposited_by, pset.problems, done, solved,
-                                     BudgetLedger(cfg.budget, cfg.run_budget, spent), on_problem=progress,
+                                     BudgetLedger(cfg.budget, cfg.run_budget, spent), progress=_logged(progress),
                                      clock=clock)
             workers = []
     except BaseException as err:
@@ -503,12 +512,12 @@ def grant_budgets(pending: Sequence[AttemptKey], budget: int, run_budget: int | 
 @task(name="solve-shard", **LOCAL)
 def solve_shard(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: list[Problem],
                 grants: dict[AttemptKey, int]) -> Solved:
-    """One shard's pending attempts, batched on this worker's decode slots, with budgets granted up front."""
+    """One shard's pending attempts, batched on this worker's decode slots, with budgets granted up front.
+
+    Every problem of the shard is finished when it returns (solved, attempted, or nothing to do)."""
     done = {key for p in problems for key in ((p.id, k) for k in range(cfg.attempts)) if key not in grants}
-    finished: list[str] = []
-    seconds = run_pass(env, cfg, run_id, deposited_by, problems, done, set(), FixedGrants(grants),
-                       on_problem=lambda pid, _: finished.append(pid))
-    return Solved(tuple(finished), runtime.worker_id(), runtime.engine_loads(), seconds)
+    seconds = run_pass(env, cfg, run_id, deposited_by, problems, done, set(), FixedGrants(grants))
+    return Solved(tuple(p.id for p in problems), runtime.worker_id(), runtime.engine_loads(), seconds)
 
 
 def dask_task_runner(cfg: RunConfig) -> DaskTaskRunner:
@@ -541,10 +550,11 @@ def _workers_see_this_api() -> Iterator[None]:
 
 
 def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
-                   done: set[AttemptKey], solved: set[str], spent: int) -> tuple[float, list[dict[str, Any]]]:
+                   done: set[AttemptKey], solved: set[str], spent: int,
+                   progress: Progress) -> tuple[float, list[dict[str, Any]]]:
     """Split the unsolved problems into one shard per worker, submit each shard as one task, gather them all.
 
-    Returns (model seconds, per-worker counts)."""
+    Returns (model seconds, per-worker counts); `progress` follows each problem as its shard returns."""
     from prefect.futures import as_completed
 
     pending = [(p.id, k) for p in problems if p.id not in solved
@@ -552,10 +562,16 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
     grants = grant_budgets(pending, cfg.budget, cfg.run_budget, spent)
     todo = [p for p in problems if any((p.id, k) in grants for k in range(cfg.attempts))]
     shards = [todo[i::cfg.dask_workers] for i in range(cfg.dask_workers) if todo[i::cfg.dask_workers]]
-    progress = _Progress(len(problems))
+    finished = 0
+
+    def problem_done(problem_id: str) -> None:
+        nonlocal finished
+        finished += 1
+        progress(finished, len(problems), problem_id)
+
     for p in problems:
         if p not in todo:
-            progress(p.id)
+            problem_done(p.id)
     results: list[Solved] = []
     errors: list[BaseException] = []
     with _workers_see_this_api(), dask_task_runner(cfg) as runner:
@@ -571,7 +587,7 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
                 continue
             results.append(out)
             for pid in out.problem_ids:
-                progress(pid)
+                problem_done(pid)
         if futures and not cfg.dask_address:
             # The temporary workers exit next. Python's final garbage collection of their heap (Prefect
             # alone leaves ~370k objects) can outlast the nanny's 4 s grace, and it then SIGKILLs them;
@@ -587,20 +603,17 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
     return sum(r.model_seconds for r in results), sorted(workers.values(), key=lambda w: w["worker"])
 
 
-class _Progress:
-    """Drives `runtime.progress_hook` as problems finish, in whatever order they do, and logs each to the flow run."""
+def _logged(progress: Progress | None) -> Progress:
+    """`progress`, with each finished problem also logged to the flow run."""
+    logger = publish_run.run_logger()
 
-    def __init__(self, total: int) -> None:
-        self.total, self.done = total, 0
-        self.logger = publish_run.run_logger()
+    def report(done: int, total: int | None, note: str) -> None:
+        if logger is not None:
+            logger.info("problem %d/%s finished: %s", done, total, note)
+        if progress is not None:
+            progress(done, total, note)
 
-    def __call__(self, problem_id: str, note: str = "") -> None:
-        self.done += 1
-        if self.logger is not None:
-            self.logger.info("problem %d/%d finished: %s%s", self.done, self.total, problem_id,
-                             f" ({note})" if note else "")
-        if runtime.progress_hook is not None:
-            runtime.progress_hook(self.done, self.total, f"{problem_id} · {note}" if note else problem_id)
+    return report
 
 
 def summarize(lib: Library, run_id: str, flow_run_id: str | None, spec: str, set_hash: str,

@@ -1,8 +1,8 @@
 """Per-process resources the tasks share: one engine per model, one library per catalog.
 
 Tasks receive names, not objects, and look the heavy objects up here, so a worker holds one
-model in memory however many tasks and flow runs it executes. Model calls are serialized per
-engine by `model_lock` (a torch model is not safe to drive from two threads at once). A Dask
+model in memory however many tasks and flow runs it executes. Model calls are serialized by the
+engine itself (`Engine.lock`: a torch model is not safe to drive from two threads at once). A Dask
 worker process is such a worker: `engine_loads()` and `worker_id()` let a run report it.
 """
 
@@ -14,8 +14,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flywheel.domain import Progress
-
 if TYPE_CHECKING:
     from flywheel.energy import EnergyConfig, EnergyMeter
     from flywheel.engine import Engine, EngineSettings
@@ -24,14 +22,9 @@ if TYPE_CHECKING:
 
 _lock = threading.Lock()
 _engines: dict[tuple[str, EngineSettings], Engine] = {}
-_model_locks: dict[int, threading.RLock] = {}
 _libraries: dict[tuple[str, str, RouterConfig], Library] = {}
 _meters: dict[EnergyConfig | None, EnergyMeter] = {}
 _engine_loads = 0  # Engine.load calls made by this process (registered engines not counted)
-
-#: Called after each problem as `progress_hook(done, total, label)` (the problem, its decode rate); the
-#: CLI sets it to drive its progress bar.
-progress_hook: Progress | None = None
 
 
 def engine(model: str, settings: EngineSettings | None = None, *, progress: bool = False) -> Engine:
@@ -74,12 +67,6 @@ def energy_meter(config: EnergyConfig | None = None) -> EnergyMeter:
         if config not in _meters:
             _meters[config] = EnergyMeter(config)
         return _meters[config]
-
-
-def model_lock(eng: Engine) -> threading.RLock:
-    """The lock that serializes model work on `eng` (re-entrant: a pass holds it while it deposits)."""
-    with _lock:
-        return _model_locks.setdefault(id(eng), threading.RLock())
 
 
 def library(root: str, db_url: str, router_config: RouterConfig | None = None) -> Library:

@@ -35,7 +35,7 @@ from typing import Any
 
 from flows.run import RunConfig, flywheel_run, new_run_id, run_env
 from flywheel import config
-from flywheel.domain import ROUTE_KINDS
+from flywheel.domain import ROUTE_KINDS, Progress
 from flywheel.errors import DepositRefusedError, InputError
 from flywheel.problemsets import Problem, load_problem_set
 from flywheel.stats import mcnemar_exact, mcnemar_power, wilson
@@ -118,20 +118,34 @@ def _arm_config(cfg: RunConfig, heldout: str, run_id: str, arm: str, attempts: i
                                   "attempts": attempts, "calculator": calc, "grounding": ground})
 
 
+def _say(stages: Progress | None) -> Callable[[str], None]:
+    """Report a stage's line to `stages`, counting the stages (their number is not known ahead)."""
+    count = [0]
+
+    def say(line: str) -> None:
+        count[0] += 1
+        if stages is not None:
+            stages(count[0], None, line)
+
+    return say
+
+
 def run_arm(cfg: RunConfig, heldout: str, tag: str, arm: str, samples: int,
-            say: Callable[[str], None]) -> dict[str, Any]:
+            progress: Progress | None = None, stages: Progress | None = None) -> dict[str, Any]:
     """One held-out arm: a greedy run (pass@1) and, with `samples` > 1, a sampled one (maj@K, pass@K).
 
-    Returns per measure {problem_id: verified}, the runs' summaries and decode tokens.
+    Returns per measure {problem_id: verified}, the runs' summaries and decode tokens. `progress`
+    follows each run's problems, `stages` each run's result (a line).
     """
+    say = _say(stages)
     lib = run_env(cfg).open_library()
-    greedy = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}", arm, 1))
+    greedy = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}", arm, 1), progress)
     out: dict[str, Any] = {"summaries": [greedy], "outcomes": {
         "pass@1": {r["problem_id"]: bool(r["verified"]) for r in greedy["results"]}}}
     t = greedy["totals"]
     say(f"held-out {arm}: pass@1 {t['verified']}/{t['problems']}, {t['decode_tokens']:,} decode tokens")
     if samples > 1:
-        sampled = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}-k{samples}", arm, samples))
+        sampled = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}-k{samples}", arm, samples), progress)
         by_problem: dict[str, list[Any]] = defaultdict(list)
         for a in sorted(lib.catalog.attempts_for_run(sampled["run_id"]), key=lambda a: a.attempt_index):
             by_problem[a.problem_id].append(a)
@@ -191,8 +205,11 @@ def arms_report(results: dict[str, dict[str, Any]], order: Sequence[str],
 def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.STUDY_PASSES,
               curated: int = config.STUDY_CURATED, arms: Sequence[str] = DEFAULT_ARMS, samples: int = 1,
               sampled_arms: Sequence[str] | None = None,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              progress: Progress | None = None, stages: Progress | None = None) -> dict[str, Any]:
     """The study described in the module docstring; `cfg` carries model, library, budget, attempts, slots.
+
+    `progress(done, total, note)` follows each run's problems (`flywheel_run`); `stages(n, None, line)`
+    follows each stage (seeding, each train pass, each held-out run) with a line saying how it went.
 
     Returns the JSON object of `flywheel study --json` (keys `passes`, `heldout`, `families`,
     `arms`, `inputs`).
@@ -207,7 +224,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
     if not set(sampled) <= set(arms):
         raise InputError(f"--sampled-arms {', '.join(a for a in sampled if a not in arms)} is not among --arms",
                          hint=f"sampled arms are a subset of {', '.join(arms)}")
-    say = progress or (lambda _: None)
+    say = _say(stages)
     tag = new_run_id()
     train_set = load_problem_set(train)
     held_set = load_problem_set(heldout)
@@ -218,7 +235,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
     pass_rows = []
     for i in range(1, passes + 1):
         summary = flywheel_run(cfg.model_copy(update={"problems": train, "run_id": f"{tag}-train{i}",
-                                                      "no_graft": False, "deposit": True}))
+                                                      "no_graft": False, "deposit": True}), progress)
         by = {summary["flow_run_id"], summary["run_id"]}
         own = [a for a in lib.catalog.list_artifacts()
                if (sol := lib.catalog.get_solution(a.solution_id)) is not None and sol.deposited_by in by]
@@ -232,7 +249,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         if not own and i < passes:   # the library is as it was: another pass (same seeds) would repeat this one
             say(f"train pass {i} deposited nothing new: the passes stop here (another would repeat it)")
             break
-    results = {arm: run_arm(cfg, heldout, tag, arm, samples if arm in sampled else 1, say)
+    results = {arm: run_arm(cfg, heldout, tag, arm, samples if arm in sampled else 1, progress, stages)
                for arm in dict.fromkeys(arms)}
     meta = {p.id: p.meta for p in held_set.problems}
     order = list(results[next(iter(results))]["outcomes"]["pass@1"])

@@ -203,12 +203,11 @@ def deposit_own(env: Env, problem: Problem, result: AttemptResult, answered: Ans
     if false_steps(solution) or (route is not None and
                                  copied_numbers(problem.text, solution, grafted_texts(lib, route))):
         return None
-    with runtime.model_lock(eng):
-        try:
-            dep = lib.deposit(eng, problem, solution, answered.answer,
-                              deposited_by=deposited_by, verifier=verifier, verdict=answered.verdict)
-        except DepositRefusedError:
-            return None
+    try:
+        dep = lib.deposit(eng, problem, solution, answered.answer,
+                          deposited_by=deposited_by, verifier=verifier, verdict=answered.verdict)
+    except DepositRefusedError:
+        return None
     return dep.artifact_sha256
 
 

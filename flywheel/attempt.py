@@ -26,7 +26,7 @@ from flywheel.decode import (
     Prompt,
     StopReason,
 )
-from flywheel.domain import Progress, RouteKind
+from flywheel.domain import Progress, RouteDecision, RouteKind
 from flywheel.engine import StopRule
 from flywheel.errors import ArtifactError
 from flywheel.grounding import allowed_numbers
@@ -260,7 +260,7 @@ class AttemptJob:
     artifact_sha: str | None
     attempts: list[PlannedAttempt]
     temperature: float = 0.0
-    tag: Any = None
+    decision: RouteDecision | None = None   # the router's whole decision (score, members), for its record
     calculator: bool = False   # hand `expression =` arithmetic to flywheel.calculator
     grounding: bool = False    # a solution's numbers come from its problem or earlier work (flywheel.grounding)
 

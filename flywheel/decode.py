@@ -13,8 +13,10 @@ Why this is exact per slot (the schedule the rest of the project relies on):
   slot and layer, its query heads folded onto their key/value head (`_slot_attention`), no
   mask. Nothing is padded to a neighbour's length, so no reduction's length or order depends on
   the batch.
-* Each slot owns preallocated key/value buffers. A sliding-window layer attends to the last
-  `window` entries, which is what `DynamicSlidingWindowLayer` hands to attention.
+* Each slot owns key/value buffers that grow as it fills them (`KV_GROW`, doubling), up to what
+  it was admitted with; attention reads a view of the filled entries, so where they sit changes
+  no bit. A sliding-window layer attends to the last `window` entries, which is what
+  `DynamicSlidingWindowLayer` hands to attention, and keeps no more than about twice that.
 * A request's prompt (the question after its graft, or a whole plain prompt) is prefilled in the
   steps too (`Prompt`): its slot feeds up to `PREFILL_CHUNK` prompt tokens as rows of the same
   packed call, beside the other slots' decode tokens, attending over its own buffers with a
@@ -45,6 +47,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -76,6 +79,10 @@ MIN_ROWS = 2
 CALCULATOR_TAIL = 48
 #: Most re-picks a grounded slot makes in one step before its first pick stands (flywheel.grounding).
 MAX_REPICKS = 32
+#: Entries a slot's layer buffer holds beyond its cache at admission, and grows by at least (it doubles
+#: as it fills): memory follows what a slot has used, not its budget (a budget at the window times 16
+#: slots would otherwise be allocated up front). Changes no bit: attention reads the filled entries only.
+KV_GROW = 256
 #: Default slot count on this 2-core machine: measured in bench/throughput.py (BENCHMARKS.md).
 DEFAULT_SLOTS = 16
 
@@ -120,9 +127,7 @@ class Prompt:
     logits: torch.Tensor | None = None         # (vocab,) once prefilled
     seconds: float = 0.0
     joules: float = 0.0
-    _state: SlotKV | None = field(default=None, repr=False)   # the feeding slot's cache
-    _lengths: list[int] = field(default_factory=list, repr=False)   # its layers' lengths at the prompt's end
-    _position: int = 0                                               # the position after the prompt
+    _state: SlotKV | None = field(default=None, repr=False)   # the feeding slot's cache; once done, frozen
 
     @property
     def done(self) -> bool:
@@ -170,19 +175,45 @@ class DecodeOutcome:
 
 
 class _LayerBuffer:
-    """One layer of one slot: keys/values (1, kv_heads, capacity, head_dim), `length` filled."""
+    """One layer of one slot: keys/values (1, kv_heads, capacity, head_dim), the first `length` filled.
 
-    __slots__ = ("keys", "values", "length", "window")
+    The buffer holds what attention may still read, and grows as it fills: to twice its capacity,
+    at least `KV_GROW` entries more, never past the `limit` entries the slot was admitted with (its
+    cache, prompt and budget). So a slot holds about what it has used, not its whole budget. A
+    sliding-window layer keeps its last `window - 1` entries when it grows (what attention can still
+    reach) and stays under about twice its window. Growing copies the filled entries into a new
+    tensor and never writes the old one: attention reads a view of the filled entries (the same
+    values, the same shape, wherever they sit), so it changes no bit, and a view taken earlier
+    (`SlotKV.frozen`) stays what it was.
+    """
+
+    __slots__ = ("keys", "values", "length", "window", "stored", "limit")
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, extra: int, window: int | None) -> None:
         n = keys.shape[-2]
-        shape = (*keys.shape[:-2], n + extra, keys.shape[-1])
-        self.keys = torch.empty(shape, dtype=keys.dtype, device=keys.device)
-        self.values = torch.empty(shape, dtype=values.dtype, device=values.device)
-        self.keys[..., :n, :] = keys
-        self.values[..., :n, :] = values
-        self.length = n
+        self.length = self.stored = n     # entries in the buffer; entries stored in all
+        self.limit = n + extra            # the most entries this slot may store
         self.window = window
+        self.keys, self.values = keys, values
+        self._reallocate(keep=n, capacity=min(self.limit, n + KV_GROW))
+
+    def _reallocate(self, keep: int, capacity: int) -> None:
+        """Move the last `keep` filled entries into new tensors of `capacity` entries."""
+        shape = (*self.keys.shape[:-2], capacity, self.keys.shape[-1])
+        keys = torch.empty(shape, dtype=self.keys.dtype, device=self.keys.device)
+        values = torch.empty(shape, dtype=self.values.dtype, device=self.values.device)
+        keys[..., :keep, :] = self.keys[..., self.length - keep:self.length, :]
+        values[..., :keep, :] = self.values[..., self.length - keep:self.length, :]
+        self.keys, self.values, self.length = keys, values, keep
+
+    def _grow(self, t: int) -> None:
+        """Make room for `t` more entries (the caller checked they are within `limit`)."""
+        keep = self.length if self.window is None else min(self.length, self.window - 1)
+        need = keep + t
+        capacity = max(2 * self.keys.shape[-2], need, keep + KV_GROW)
+        if self.window is not None:
+            capacity = min(capacity, max(need, 2 * self.window))
+        self._reallocate(keep, min(capacity, keep + self.limit - self.stored))
 
     def append(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Store T tokens' keys/values (1, kv_heads, T, head_dim); return what attention sees, from where.
@@ -191,13 +222,21 @@ class _LayerBuffer:
         full-attention layer); `_slot_attention` masks the rest for T > 1.
         """
         t = key.shape[-2]
-        if self.length + t > self.keys.shape[-2]:
+        if self.stored + t > self.limit:
             raise InputError("a decode slot ran past the capacity it was admitted with")
+        if self.length + t > self.keys.shape[-2]:
+            self._grow(t)
         self.keys[..., self.length:self.length + t, :] = key
         self.values[..., self.length:self.length + t, :] = value
         self.length += t
+        self.stored += t
         start = 0 if self.window is None else max(0, self.length - t + 1 - self.window)
         return self.keys[..., start:self.length, :], self.values[..., start:self.length, :], start
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes its buffers hold (filled or not)."""
+        return self.keys.untyped_storage().nbytes() + self.values.untyped_storage().nbytes()
 
 
 class SlotKV:
@@ -221,14 +260,36 @@ class SlotKV:
                 keys = values = _empty_kv(config, dtype)
             self.layers.append(_LayerBuffer(keys, values, extra, window))
 
-    @classmethod
-    def fork(cls, source: SlotKV, lengths: list[int], position: int, extra: int) -> SlotKV:
-        """A copy of `source` as it was when its layers held `lengths` entries, with room for `extra` more."""
-        kv = cls.__new__(cls)
-        kv.position = position
-        kv.layers = [_LayerBuffer(layer.keys[..., :n, :], layer.values[..., :n, :], extra, layer.window)
-                     for layer, n in zip(source.layers, lengths, strict=True)]
+    def frozen(self) -> SlotKV:
+        """This cache as it is now, without a copy, to fork from later (`fork`).
+
+        Its layers are views of the filled entries: this slot writes only past them, and growing
+        replaces its tensors instead of writing them, so the views keep what they hold now.
+        """
+        kv = SlotKV.__new__(SlotKV)
+        kv.position = self.position
+        kv.layers = []
+        for layer in self.layers:
+            view = _LayerBuffer.__new__(_LayerBuffer)
+            view.keys, view.values = layer.keys[..., :layer.length, :], layer.values[..., :layer.length, :]
+            view.length = view.stored = view.limit = layer.length
+            view.window = layer.window
+            kv.layers.append(view)
         return kv
+
+    @classmethod
+    def fork(cls, source: SlotKV, extra: int) -> SlotKV:
+        """A copy of `source` (a `frozen` cache) with room for `extra` more tokens."""
+        kv = cls.__new__(cls)
+        kv.position = source.position
+        kv.layers = [_LayerBuffer(layer.keys[..., :layer.length, :], layer.values[..., :layer.length, :],
+                                  extra, layer.window) for layer in source.layers]
+        return kv
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes its key/value buffers hold."""
+        return sum(layer.nbytes for layer in self.layers)
 
 
 def _empty_kv(config: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -351,14 +412,17 @@ def _install_onednn_linears(engine: Engine) -> None:
     """Give every `nn.Linear` of the model a oneDNN weight copy and a forward that uses it in a step.
 
     Costs one more copy of the linear weights in memory (Gemma 3 270M: ~1.1 GB, most of it the
-    tied 262k-token output projection). Idempotent: an engine is converted once.
+    tied 262k-token output projection). Idempotent: an engine is converted once, under its lock.
+    Outside a step (`_slot_step`) the new forward is `nn.Linear`'s own.
     """
     if getattr(engine.model, "_flywheel_onednn", False):
         return
     if not torch.backends.mkldnn.is_available():
         raise InputError("batched decoding needs PyTorch built with oneDNN (mkldnn)",
                          hint="install the project's pinned torch build (make install)")
-    with torch.inference_mode():
+    with engine.lock, torch.inference_mode():
+        if getattr(engine.model, "_flywheel_onednn", False):   # another thread converted it meanwhile
+            return
         for module in engine.model.modules():
             if isinstance(module, torch.nn.Linear):
                 module._flywheel_onednn_weight = module.weight.detach().to_mkldnn()  # type: ignore[assignment]
@@ -366,6 +430,26 @@ def _install_onednn_linears(engine: Engine) -> None:
                     None if module.bias is None else module.bias.detach().to_mkldnn())
                 module.forward = types.MethodType(_linear_forward, module)  # type: ignore[method-assign]
     engine.model._flywheel_onednn = True  # type: ignore[assignment]
+
+
+@contextmanager
+def _slot_step(engine: Engine) -> Iterator[None]:
+    """Everything a step switches, switched and restored under the engine's lock (`Engine.lock`).
+
+    The model's attention implementation (process-wide: its config) becomes the slot attention and
+    this thread's linears take the oneDNN path; both are back before the lock is let go, so a call
+    on another thread (`Engine.forward`) waits for the step and runs the plain model.
+    """
+    with engine.lock:
+        config = engine.model.config
+        saved = config._attn_implementation
+        config._attn_implementation = SLOT_ATTENTION
+        _in_step.active = True
+        try:
+            yield
+        finally:
+            _in_step.active = False
+            config._attn_implementation = saved
 
 
 # --- the step and the loop -------------------------------------------------------------------------
@@ -407,18 +491,11 @@ def decode_step(engine: Engine, slots: list[SlotKV | None], feeds: list[list[int
     input_ids = torch.tensor([ids], dtype=torch.long, device=engine.device)           # (1, N)
     position_ids = torch.tensor([positions], dtype=torch.long, device=engine.device)  # (1, N)
     step = _StepCache(live, counts)
-    config = engine.model.config
-    saved = config._attn_implementation
-    config._attn_implementation = SLOT_ATTENTION   # under the engine's lock: one step at a time
-    _in_step.active = True
-    try:
+    with _slot_step(engine):
         out = engine.model(input_ids=input_ids, position_ids=position_ids, cache=step, use_cache=True,
                            attention_mask=_mask_marker(engine, 1),
                            logits_to_keep=torch.tensor(keep, dtype=torch.long, device=engine.device),
                            slot_step=step)
-    finally:
-        _in_step.active = False
-        config._attn_implementation = saved
     for slot, n in zip(live, counts, strict=False):
         if slot is not None:
             slot.position += n
@@ -570,8 +647,7 @@ class BatchDecoder:
                 a.fed = None
                 with torch.inference_mode():
                     prompt.logits = logits[i].clone()
-                prompt._state, prompt._lengths = a.kv, [layer.length for layer in a.kv.layers]
-                prompt._position = a.kv.position
+                prompt._state = a.kv.frozen()
                 for j, w in enumerate(active):
                     if w is not None and w.kv is None and w.request.prompt is prompt:
                         w.kv = self._fork(prompt, w.request)
@@ -601,7 +677,7 @@ class BatchDecoder:
     @staticmethod
     def _fork(prompt: Prompt, req: DecodeRequest) -> SlotKV:
         assert prompt._state is not None
-        return SlotKV.fork(prompt._state, prompt._lengths, prompt._position, extra=req.budget)
+        return SlotKV.fork(prompt._state, extra=req.budget)
 
     def _set_row(self, logits: torch.Tensor | None, i: int, row: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():   # the last step's logits are an inference tensor

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from flywheel.prompts import PLAIN, ChatFormat, PromptFormat, PromptText
 
 DType = Literal["float32", "bfloat16", "float16"]
 _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_model_locks_guard = threading.Lock()   # creates each model's lock once (`Engine.lock`)
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,24 @@ class Engine:
         fmt = prompt_format or os.environ.get(config.ENV_PROMPT_FORMAT) or modelzoo.profile_of(name, model_dir).prompt_format
         return cls(model, tokenizer, fingerprint, settings, make_format(fmt, tokenizer, name))
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every call into the model holds: one per model, however many engines wrap it.
+
+        `forward` takes it, and so does the batched decoder's step (`flywheel.decode`), which switches
+        the model's attention implementation and linear path for the step and restores them before
+        it lets go: another thread's call waits for the step and then runs the plain model. Callers
+        never need to take it (it is re-entrant, for code that must make several calls in a row).
+        """
+        model: Any = self.model
+        lock = getattr(model, "_flywheel_lock", None)
+        if lock is None:
+            with _model_locks_guard:
+                lock = getattr(model, "_flywheel_lock", None)
+                if lock is None:
+                    lock = model._flywheel_lock = threading.RLock()
+        return lock  # type: ignore[no-any-return]
+
     # --- text ------------------------------------------------------------------------------------
 
     def encode(self, text: str, *, bos: bool = True) -> list[int]:
@@ -264,8 +284,9 @@ class Engine:
         if position_offset:
             start = cache.get_seq_length() + position_offset
             kwargs["position_ids"] = torch.arange(start, start + len(ids), device=self.device)[None]
-        out = self.model(input_ids=input_ids, cache=cache, use_cache=True,
-                         logits_to_keep=keep, **kwargs)
+        with self.lock:
+            out = self.model(input_ids=input_ids, cache=cache, use_cache=True,
+                             logits_to_keep=keep, **kwargs)
         return out.logits[0, -keep:].float()  # (keep, V)
 
     def prefill(self, ids: Sequence[int], cache: DynamicCache | None = None, *,

@@ -65,6 +65,17 @@ def _verifier(settings: str | None) -> Any:
     return VerifierConfig(**recorded) if recorded else VerifierConfig()
 
 
+def _check_budget(run_id: str, row: AttemptRow, run_budget: int, window: int) -> None:
+    """Refuse an attempt whose recorded budget its run could not have granted (over the run's `--budget`
+    or the model's window): replaying it would decode, and hold keys and values for, what no run asked."""
+    limit = min(run_budget, window) if window else run_budget
+    if not 0 < row.budget <= limit:
+        raise InputError(f"run {run_id} records a decode budget of {row.budget:,} tokens for attempt "
+                         f"{row.problem_id}#{row.attempt_index}, over the run's --budget {run_budget:,}"
+                         + (f" or the model's {window:,}-token window" if window else ""),
+                         hint="the catalog row was edited or damaged: replay another run, or restore the catalog")
+
+
 def replayable(library: Library, run_id: str, n: int) -> list[AttemptRow]:
     """The first `n` attempts of `run_id` that ran the model (budget > 0), in recorded order."""
     run = library.catalog.get_run(run_id)
@@ -108,8 +119,11 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         raise InputError(f"run {run_id} decoded under kernel {kernel!r}; this version decodes with {KERNEL_PATH!r}, "
                          f"so its attempts' bits cannot be reproduced",
                          hint="replay it with the version of kv-flywheel that ran it")
+    rows = replayable(library, run_id, n)
+    for row in rows:   # before anything is allocated: a budget comes from the catalog, which may be edited
+        _check_budget(run_id, row, run.budget, engine.context_window)
     out = []
-    for row in replayable(library, run_id, n):
+    for row in rows:
         if row.seed is not None and schedule.get("sampler") != SAMPLER:
             raise InputError(f"run {run_id} sampled under {schedule.get('sampler') or 'the previous sampler'}; "
                              f"this version samples with {SAMPLER}, so its sampled attempts cannot be replayed",

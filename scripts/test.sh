@@ -20,4 +20,4 @@ if [[ -z "${FLYWHEEL_TEST_PG_URL:-}" ]]; then
     fi
 fi
 
-./.venv/bin/python -m pytest -q "$@"
+./.venv/bin/python -m pytest -q --durations=25 "$@"   # the 25 slowest tests: CI time is a budget

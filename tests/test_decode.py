@@ -291,3 +291,112 @@ def test_graft_equals_fresh_when_the_question_is_prefilled_in_the_step(tiny_gemm
     grafted = decode(tiny_gemma, 2, [prompted(tiny_gemma, question, 10, "graft", cache=graft(tiny_gemma, artifact).cache),
                                      prompted(tiny_gemma, LONG, 9, "y")])["graft"]
     assert fresh.tokens == grafted.tokens and step_shas(fresh) == step_shas(grafted)
+
+
+# --- memory follows use, not the budget (issue 34 item 7) ------------------------------------------
+
+
+def _watch_slot_bytes(monkeypatch: pytest.MonkeyPatch) -> list[list[object]]:
+    """Record every step's occupied slot caches (SlotKV), as the step sees them."""
+    from flywheel import decode as dec
+
+    seen: list[list[object]] = []
+    step = dec.decode_step
+
+    def watched(engine: Engine, slots: list, feeds: list) -> torch.Tensor:
+        seen.append([s for s in slots if s is not None])
+        return step(engine, slots, feeds)
+
+    monkeypatch.setattr(dec, "decode_step", watched)
+    return seen
+
+
+def test_a_huge_budget_on_many_slots_allocates_what_the_slots_use(tiny_gemma: Engine,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from flywheel import decode as dec
+
+    seen = _watch_slot_bytes(monkeypatch)
+    huge, slots, steps = 10 ** 8, 16, 4 * TINY_SLIDING_WINDOW   # up front: ~50 GB per slot on this tiny model
+    reqs = [prompted(tiny_gemma, PROMPTS[i % len(PROMPTS)], huge, f"r{i}", forced=[65] * steps) for i in range(slots)]
+    outs = list(BatchDecoder(tiny_gemma, slots).run(reqs))
+    assert len(outs) == slots and all(len(o.tokens) == steps for o in outs)
+    cfg = tiny_gemma.model.config
+    per_entry = 2 * cfg.num_key_value_heads * cfg.head_dim * 4                    # bytes: K and V, float32
+    longest = max(len(r.prompt.ids) for r in reqs if r.prompt) + steps             # entries a slot stores at most
+    bound = slots * cfg.num_hidden_layers * per_entry * 2 * (longest + dec.KV_GROW)
+    assert max(len(step) for step in seen) == slots
+    assert max(sum(kv.nbytes for kv in step) for step in seen) <= bound   # type: ignore[attr-defined]
+
+
+def test_sliding_layers_keep_about_their_window_and_growing_changes_no_bit(tiny_gemma: Engine,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Buffers that grow one entry at a time (and sliding layers that drop what their window left
+    behind) give every slot the same bits as buffers that never grow."""
+    from flywheel import decode as dec
+
+    def mix() -> dict[str, DecodeOutcome]:
+        shared = Prompt(tiny_gemma.new_cache(), tiny_gemma.encode(PROMPTS[4]))
+        return decode(tiny_gemma, 3, [
+            request(tiny_gemma, PROMPTS[0], 3 * TINY_SLIDING_WINDOW, "plain"),
+            prompted(tiny_gemma, LONG, 2 * TINY_SLIDING_WINDOW, "long"),
+            *[prompted(tiny_gemma, "", 20, f"f{k}", shared, temperature=1.0, seed=k) for k in range(3)]])
+
+    reference = mix()
+    monkeypatch.setattr(dec, "KV_GROW", 1)
+    seen = _watch_slot_bytes(monkeypatch)
+    grown = mix()
+    for tag, out in reference.items():
+        assert grown[tag].tokens == out.tokens and step_shas(grown[tag]) == step_shas(out), tag
+    capacities = [layer.keys.shape[-2] for step in seen for kv in step for layer in kv.layers  # type: ignore[attr-defined]
+                  if layer.window is not None]
+    assert max(capacities) <= 2 * TINY_SLIDING_WINDOW + PREFILL_CHUNK
+
+
+def test_a_plain_forward_on_another_thread_during_a_step_runs_the_plain_model(tiny_gemma: Engine,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: what a step switches (attention implementation, linear path) is switched under the
+    engine's lock, taken inside the engine: a forward on another thread mid-step waits, then is plain."""
+    import threading
+
+    from flywheel import decode as dec
+
+    ids = tiny_gemma.encode(PROMPTS[2])
+    plain = tiny_gemma.forward(ids, tiny_gemma.new_cache())
+    me = request(tiny_gemma, PROMPTS[0], 3, "me")
+    lock, step_thread = tiny_gemma.lock, threading.get_ident()
+    in_step, other_at_lock = threading.Event(), threading.Event()
+
+    class Watched:
+        """The engine's lock, saying when another thread asks for it."""
+
+        def __enter__(self) -> None:
+            if threading.get_ident() != step_thread:
+                other_at_lock.set()
+            lock.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            lock.release()
+
+    def mid_step(module: torch.nn.Module, args: object) -> None:   # the step's thread, inside the model call
+        if getattr(dec._in_step, "active", False) and not in_step.is_set():
+            in_step.set()
+            assert other_at_lock.wait(timeout=60), "the other thread's forward never asked for the engine's lock"
+
+    got: dict[str, torch.Tensor] = {}
+
+    def other() -> None:
+        assert in_step.wait(timeout=60)
+        got["logits"] = tiny_gemma.forward(ids, tiny_gemma.new_cache())
+
+    monkeypatch.setattr(tiny_gemma.model, "_flywheel_lock", Watched())
+    hook = tiny_gemma.model.model.layers[0].register_forward_pre_hook(mid_step)
+    thread = threading.Thread(target=other)
+    try:
+        thread.start()
+        out = decode(tiny_gemma, 2, [me])["me"]
+        thread.join(timeout=60)
+    finally:
+        hook.remove()
+    assert in_step.is_set() and len(out.tokens) == 3
+    assert not thread.is_alive() and sha(got["logits"]) == sha(plain)
+    assert tiny_gemma.model.config._attn_implementation == "sdpa"

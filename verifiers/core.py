@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, cast
 
 import sympy
 
@@ -14,7 +14,7 @@ from verifiers.equivalence import Node, Outcome, canon, compare
 from verifiers.extract import answer_in_output, extract_answer, reference_alternatives, strip_phrases
 from verifiers.parse import parse
 from verifiers.quantities import Quantity, read_quantity
-from verifiers.types import MODES, Answered, ParseError, Verdict, VerifierConfig, input_refusal
+from verifiers.types import MODES, Answered, Mode, ParseError, Verdict, VerifierConfig, input_refusal
 
 _YES_NO = re.compile(r"^\W*(yes|no)\b(?P<rest>.*)$", re.S)
 # Words that turn a yes/no into a hedge or a non-answer ("no idea", "yes, maybe").
@@ -128,6 +128,7 @@ def check_local(candidate: str, reference: str, mode: str = "auto", config: Veri
 def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Verdict:
     if mode not in MODES:
         return Verdict("unparseable", f"unknown mode {mode!r}; one of {', '.join(MODES)}", mode)
+    known = cast(Mode, mode)   # one of MODES: the worker hands in what a request said
     for name, s in (("candidate", candidate), ("reference", reference)):
         if not isinstance(s, str):
             return Verdict("unparseable", f"{name} must be a string, got {type(s).__name__}", mode)
@@ -176,12 +177,12 @@ def _check(candidate: str, reference: str, mode: str, cfg: VerifierConfig) -> Ve
                 results.append(Verdict("unparseable" if why.startswith("refused") else "not_equivalent",
                                        why, mode, cand, r, *shown))
                 continue
-            o = compare(pc, pr, cfg, mode)
+            o = compare(candidate=pc, reference=pr, config=cfg, mode=known)
             if o.equal:
                 return Verdict("equivalent", o.reason, mode, cand, r, *shown)
             if qr.percent and not qc.percent and _is_number(pc) and _is_number(pr) and mode in ("auto", "number"):
                 # a percentage reference p% also accepts the bare number p ("28" for "28%")
-                o2 = compare(pc, pr * 100, cfg, mode)
+                o2 = compare(candidate=pc, reference=pr * 100, config=cfg, mode=known)
                 if o2.equal:
                     return Verdict("equivalent", f"the percentage's number: {o2.reason}", mode, cand, r, *shown)
             results.append(Verdict("not_equivalent", o.reason if o.equal is False else f"not shown equal ({o.reason})",

@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 
 from verifiers.parse import Items, Rel, Seq, SetOf, as_expr
-from verifiers.types import ParseError, VerifierConfig
+from verifiers.types import Mode, ParseError, VerifierConfig
 
 # Combinatorics answers use these as integer parameters; probing them at integers keeps
 # floor(n/2), n!, C(n, 2) meaningful.
@@ -133,9 +133,14 @@ def _items(items: tuple[Any, ...], ordered: bool) -> Node:
 # --- comparison -----------------------------------------------------------------------------------
 
 
-def compare(cand: Any, ref: Any, cfg: VerifierConfig, mode: str = "auto") -> Outcome:
-    """Compare two parsed values under `mode`; never raises for sympy trouble (undecided instead)."""
-    c, r = canon(cand), canon(ref)
+def compare(*, candidate: Any, reference: Any, config: VerifierConfig, mode: Mode = "auto") -> Outcome:
+    """Compare two parsed values under `mode`; never raises for sympy trouble (undecided instead).
+
+    Keyword-only: the candidate and the reference are not symmetric (a set reference accepts a
+    tuple candidate, a factorization reference refuses an expanded one), so a swap must not pass silently.
+    """
+    cfg = config
+    c, r = canon(candidate), canon(reference)
     if mode == "set":
         c, r = _as_set(c), _as_set(r)
     elif mode == "interval":

@@ -395,16 +395,17 @@ class _Parser:
             return self.parse_group()
         kind, val = self.next()
         if kind == "num":
-            return sympy.Integer(val[0]) if len(val) > 1 and val.isdigit() and self._split_digit(val) else \
-                _number(val)
+            if len(val) > 1 and val.isdigit():   # \frac12 is \frac{1}{2}: the first digit is this argument
+                self._push_back_digits(val[1:])
+                return sympy.Integer(val[0])
+            return _number(val)
         if kind == "name" and len(val) == 1:
             return _symbol(val)
         raise ParseError(f"bad argument {val!r}")
 
-    def _split_digit(self, val: str) -> bool:
-        # \frac12 is \frac{1}{2}: push the remaining digits back as a token
-        self.toks.insert(self.i, ("num", val[1:]))
-        return True
+    def _push_back_digits(self, digits: str) -> None:
+        """Make `digits` the next token (the rest of `\\frac12`'s `12` after its first digit)."""
+        self.toks.insert(self.i, ("num", digits))
 
     def parse_atom(self) -> Any:
         self.enter()

@@ -14,7 +14,7 @@ import click
 
 from flywheel import config
 from flywheel.cli.common import echo_json, settings_of
-from flywheel.domain import ROUTE_KINDS
+from flywheel.domain import ROUTE_KINDS, Progress
 from flywheel.errors import FlywheelError, InputError, LibraryError
 
 #: Options left unset take the flow's defaults (`flows.run.RunConfig`, which reads them from
@@ -81,33 +81,27 @@ def _prefect_handlers() -> list[logging.Handler]:
 
 
 @contextmanager
-def _progress(enabled: bool) -> Iterator[None]:
-    from flows import runtime
-
-    if not enabled:
-        yield
-        return
+def _progress() -> Iterator[Progress]:
+    """The command's `Progress` callback: a bar on stderr, opened at the first finished problem."""
     bar: Any = None
 
-    def hook(done: int, total: int | None, problem_id: str) -> None:
+    def progress(done: int, total: int | None, note: str) -> None:
         nonlocal bar
         if bar is None:
             bar = click.progressbar(length=total, label="solving", file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
-                                    item_show_func=lambda _: problem_id, show_pos=True)
+                                    item_show_func=lambda _: note, show_pos=True)
             bar.__enter__()
         bar.update(1)
 
-    runtime.progress_hook = hook
     quiet = _UserErrorsUnlogged()
     handlers = _prefect_handlers()
     for h in handlers:
         h.addFilter(quiet)
     try:
-        yield
+        yield progress
     finally:
         for h in handlers:
             h.removeFilter(quiet)
-        runtime.progress_hook = None
         if bar is not None:
             bar.__exit__(None, None, None)
 
@@ -247,8 +241,8 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
     _preflight(cfg, problems)
     from flows.run import flywheel_run
 
-    with _progress(True):
-        summary = flywheel_run(cfg)
+    with _progress() as progress:
+        summary = flywheel_run(cfg, progress)
     for line in _summary_lines(summary):
         click.echo(line, err=as_json)
     if as_json:
@@ -301,8 +295,8 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
     _preflight(cfg, heldout, library_set)
     from flows.evaluate import heldout_eval
 
-    with _progress(True):
-        out = heldout_eval(cfg, library_set)
+    with _progress() as progress:
+        out = heldout_eval(cfg, library_set, progress)
     for arm in ("without_graft", "with_graft"):
         a = out[arm]
         click.echo(f"{arm.replace('_', ' ')}: {a['correct']}/{a['n']} = {a['accuracy']:.1%} "
@@ -371,9 +365,10 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     from flows import study as st
 
     _preflight(cfg, train, heldout)
-    with _progress(True):
+    with _progress() as progress:
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated, arms=chosen,
-                           samples=samples, progress=lambda line: click.echo(line, err=True),
+                           samples=samples, progress=progress,
+                           stages=lambda done, total, line: click.echo(line, err=True),
                            sampled_arms=None if sampled_arms is None else
                            [a.strip() for a in sampled_arms.split(",") if a.strip()])
     h = out["heldout"]
@@ -428,10 +423,10 @@ def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, pe
 
     s = settings_of(ctx)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="flywheel-demo-"))
-    with _progress(True):
+    with _progress() as progress:
         given: dict[str, Any] = {"budget": budget, "champ": n_champ, "per_family": per_family, "attempts": attempts,
                                  "slots": slots, "dtype": dtype, "calculator": calculator, "grounding": grounding}
-        out = run_demo(workdir, model=s.model, **{k: v for k, v in given.items() if v is not None})
+        out = run_demo(workdir, model=s.model, progress=progress, **{k: v for k, v in given.items() if v is not None})
     for line in describe(out):
         click.echo(line, err=as_json)
     report = ctx.find_root().command.commands.get("report")  # type: ignore[attr-defined]

@@ -57,28 +57,23 @@ def test_dask_pass_on_two_worker_processes_equals_the_sequential_pass_and_resume
     model = str(tiny_dirs["gemma3"])
     seq_root, par_root = tmp_path / "sequential", tmp_path / "dask"
     kw: dict[str, Any] = dict(problems=PROBLEMS, model=model, budget=6, attempts=2, seed=5)
-    try:
-        assert curate(model, seq_root) == curate(model, par_root)   # byte-identical deposits
-        sequential = flywheel_run(RunConfig(library=str(seq_root), **kw))
+    assert curate(model, seq_root) == curate(model, par_root)   # byte-identical deposits
+    sequential = flywheel_run(RunConfig(library=str(seq_root), **kw))
 
-        # Interrupt a pass on 2 decode slots (a slot's bits do not depend on the slot count) after two
-        # problems, then finish it on the Dask cluster.
-        def stop_after_two(done: int, total: int, problem_id: str) -> None:
-            if done == 2:
-                raise Interrupted(problem_id)
+    # Interrupt a pass on 2 decode slots (a slot's bits do not depend on the slot count) after two
+    # problems, then finish it on the Dask cluster.
+    def stop_after_two(done: int, total: int, problem_id: str) -> None:
+        if done == 2:
+            raise Interrupted(problem_id)
 
-        runtime.progress_hook = stop_after_two
-        with pytest.raises(Interrupted):
-            flywheel_run(RunConfig(library=str(par_root), run_id="run-dask", slots=2, **kw))
-        runtime.progress_hook = None
-        lib = open_lib(par_root)
-        recorded = {a.problem_id for a in lib.catalog.attempts_for_run("run-dask")}
-        assert 2 <= len(recorded) < len(load_problem_set(PROBLEMS).problems)
+    with pytest.raises(Interrupted):
+        flywheel_run(RunConfig(library=str(par_root), run_id="run-dask", slots=2, **kw), stop_after_two)
+    lib = open_lib(par_root)
+    recorded = {a.problem_id for a in lib.catalog.attempts_for_run("run-dask")}
+    assert 2 <= len(recorded) < len(load_problem_set(PROBLEMS).problems)
 
-        par = flywheel_run(RunConfig(library=str(par_root), run_id="run-dask", task_runner="dask",
-                                     dask_workers=2, **kw))
-    finally:
-        runtime.progress_hook = None
+    par = flywheel_run(RunConfig(library=str(par_root), run_id="run-dask", task_runner="dask",
+                                 dask_workers=2, **kw))
 
     # The same answers, routes, grafts and token counts as the sequential pass.
     assert same_fields(par) == same_fields(sequential)

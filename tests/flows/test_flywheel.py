@@ -193,12 +193,8 @@ def test_a_run_stopped_midway_is_marked_and_resumes(tiny: str, lib_dir: Path, se
     def stop(done: int, total: int, problem_id: str) -> None:
         raise KeyboardInterrupt
 
-    runtime.progress_hook = stop
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, run_id="run-stopped"))
-    finally:
-        runtime.progress_hook = None
+    with pytest.raises(KeyboardInterrupt):
+        flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, run_id="run-stopped"), stop)
     run = open_lib(lib_dir).catalog.get_run("run-stopped")
     assert run is not None and run.status == "interrupted"
     out = flywheel_run(_cfg(tiny, lib_dir, set_file, budget=2, run_id="run-stopped"))

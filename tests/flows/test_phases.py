@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flows import RunConfig, runtime
+from flows import RunConfig
 from flows.run import BudgetLedger, FixedGrants, _Finisher, route_and_grant, run_env
 from flows.tasks import open_run
 from flywheel.attempt import PlannedAttempt, run_attempt
@@ -38,7 +38,7 @@ def test_route_and_grant_routes_lazily_and_grants_in_order(scripted: str, lib_di
     assert skipped == ["done"] and first.problem is NINE and first.route == "none"
     assert first.attempts == [PlannedAttempt(0, 5, 40), PlannedAttempt(1, 5, 41)] and first.temperature > 0
     second = next(jobs)   # a recurrence is asked once, greedy, under what the run budget has left
-    assert second.problem is SEEN and second.route == "exact" and second.tag.kind == "exact"
+    assert second.problem is SEEN and second.route == "exact" and second.decision.kind == "exact"
     assert second.attempts == [PlannedAttempt(0, 2, None)] and second.temperature == 0.0
     third = next(jobs)
     assert third.attempts == [PlannedAttempt(0, 0, 40), PlannedAttempt(1, 0, 41)]   # the run budget is spent
@@ -65,12 +65,11 @@ def test_the_finisher_verifies_once_deposits_the_first_verified_and_records_all(
                                 clock=PhaseClock(), skipped=lambda _: None))
     solved: set[str] = set()
     finisher = _Finisher(env, cfg, "phases", "test-run", solved, PhaseClock())
-    with runtime.model_lock(eng):
-        for job in jobs:
-            for a in job.attempts:   # the script says 9: right for NINE, wrong for TEN
-                finisher.submit(job, a.index, run_attempt(eng, None, job.problem, route="none",
-                                                          artifact_sha=None, budget=a.budget))
-        finisher.close()
+    for job in jobs:
+        for a in job.attempts:   # the script says 9: right for NINE, wrong for TEN
+            finisher.submit(job, a.index, run_attempt(eng, None, job.problem, route="none",
+                                                      artifact_sha=None, budget=a.budget))
+    finisher.close()
     assert solved == {"nine"}
     rows = sorted((a.problem_id, a.attempt_index, a.answer, bool(a.verified))
                   for a in lib.catalog.attempts_for_run("phases"))

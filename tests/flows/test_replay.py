@@ -90,3 +90,28 @@ def test_a_run_decoded_under_another_kernel_is_refused_not_compared(runs: dict[s
                      {"s": json.dumps(old), "id": runs["sampled"]})
     with pytest.raises(InputError, match="decoded under kernel 'slots-v2"):
         recheck(lib, tiny_gemma, runs["sampled"], 4)
+
+
+@pytest.mark.parametrize("where", ["attempt", "run"])
+def test_a_tampered_budget_is_refused_before_anything_is_decoded(where: str, runs: dict[str, str], lib_dir: Path,
+                                                                 tiny_gemma: Engine, monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """Issue 34 item 7: a recorded budget is checked against the run's --budget and the model's window."""
+    from flywheel import replay
+
+    lib = _lib(lib_dir)
+    victim = lib.catalog.attempts_for_run(runs["sampled"])[1]
+    huge = 10 ** 9
+    with lib.catalog.db.begin() as conn:
+        conn.execute(text("UPDATE attempts SET budget = :b WHERE id = :id"), {"b": huge, "id": victim.id})
+        if where == "run":   # the run's own budget edited too: the model's window still bounds it
+            conn.execute(text("UPDATE runs SET budget = :b WHERE id = :id"), {"b": huge, "id": runs["sampled"]})
+    solved: list[object] = []
+    monkeypatch.setattr(replay, "solve_many", lambda *a, **k: solved.append(a) or iter(()))
+    window = f"{tiny_gemma.context_window:,}-token window"
+    with pytest.raises(InputError, match=f"decode budget of {huge:,} tokens for attempt "
+                                         f"{victim.problem_id}#{victim.attempt_index}.*{window}"):
+        recheck(lib, tiny_gemma, runs["sampled"], 4)
+    assert solved == []   # refused before the first attempt ran
+    out = CliRunner().invoke(main, ["--library", str(lib_dir), "report", "--run", runs["sampled"], "--recheck", "4"])
+    assert out.exit_code != 0 and "Traceback" not in out.output and "decode budget of 1,000,000,000" in out.output

@@ -40,6 +40,18 @@ def _wait_gone(pid: int, timeout: float) -> bool:
     return _gone(pid)
 
 
+def _wait_ignoring(pid: int, sig: int, timeout: float) -> bool:
+    """Poll until `pid` ignores `sig` (the SigIgn mask in /proc/PID/status), or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        ignored = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigIgn:"))
+        if ignored >> (sig - 1) & 1:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _children(pid: int) -> dict[int, str]:
     """pid -> command line of each live child of `pid` (scans /proc: no `children` file needed)."""
     out = {}
@@ -108,12 +120,11 @@ def test_the_watchdog_process_outlives_its_parent_and_stops_the_server(stand_in:
     assert watchdog.stdin is not None
     watchdog.stdin.write(f"+ {stand_in.pid} {started}\n")
     watchdog.stdin.flush()
-    time.sleep(0.5)  # let it install its handlers
-    watchdog.send_signal(signal.SIGINT)
-    time.sleep(0.2)
+    assert _wait_ignoring(watchdog.pid, signal.SIGINT, GONE_TIMEOUT_S), "the watchdog never ignored SIGINT"
+    watchdog.send_signal(signal.SIGINT)   # an ignored signal is dropped as it is sent: nothing to wait for
     assert watchdog.poll() is None and stand_in.poll() is None
     watchdog.stdin.close()
-    assert watchdog.wait(10) == 0
+    assert watchdog.wait(10) == 0         # its own exit at EOF, not SIGINT's
     assert stand_in.wait(5) == -signal.SIGTERM
 
 
