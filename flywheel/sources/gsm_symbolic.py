@@ -135,14 +135,14 @@ def original_problems(chosen: list[int]) -> list[Problem]:
                      {"original": "1"}) for t in chosen]
 
 
-def instances(chosen: list[int], *, n: int, seed: int, bound_s: float = DEFAULT_BOUND_S,
+def instances(chosen: list[int], *, n: int, seed: int, bound_s: float | None = None,
               cache_dir: Path | None = None) -> Loaded:
     """`n` distinct instances of each chosen template from `seed`, read from the cache or generated.
 
     Args:
         chosen: template numbers, in the order the problems come.
         n: instances per template; seed: the package's generator seed.
-        bound_s: seconds one template may take to generate (a cache hit takes none).
+        bound_s: seconds one template may take to generate (`DEFAULT_BOUND_S` when None; a cache hit takes none).
         cache_dir: where instances are cached (`flywheel.config.problem_cache_dir()` when None).
     Returns:
         (problems, skipped): a template over its bound, failing, or with fewer than `n` distinct
@@ -153,6 +153,7 @@ def instances(chosen: list[int], *, n: int, seed: int, bound_s: float = DEFAULT_
     from flywheel.config import problem_cache_dir
 
     known = templates()
+    bound_s = DEFAULT_BOUND_S if bound_s is None else bound_s
     cache = InstanceCache(cache_dir or problem_cache_dir())
     found = {t: cache.get(t, n=n, seed=seed) for t in chosen}
     missing = [t for t, pairs in found.items() if pairs is None]
