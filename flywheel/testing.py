@@ -63,9 +63,9 @@ def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, 
                   max_position_embeddings=max_positions, bos_token_id=1, eos_token_id=2, pad_token_id=0,
                   tie_word_embeddings=True)
     if kind == "qwen2":   # q/k/v biases, 2 key-value heads for 4 query heads, untied output, chat tokens
-        from transformers import Qwen2Config
+        from transformers import PretrainedConfig, Qwen2Config
 
-        cfg = Qwen2Config(**{**common, "vocab_size": 261, "num_key_value_heads": 2, "bos_token_id": None,
+        cfg: PretrainedConfig = Qwen2Config(**{**common, "vocab_size": 261, "num_key_value_heads": 2, "bos_token_id": None,
                              "eos_token_id": 260, "tie_word_embeddings": False, "use_sliding_window": False})
     elif kind == "gemma3":
         # Same interleaving as Gemma 3 (five sliding layers per full one), scaled down.
@@ -73,7 +73,7 @@ def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, 
         cfg = Gemma3TextConfig(**common, sliding_window=TINY_SLIDING_WINDOW, layer_types=layer_types,
                                query_pre_attn_scalar=hidden // 4)
     else:
-        cfg = LlamaConfig(**common)  # type: ignore[assignment]  # both are PretrainedConfigs
+        cfg = LlamaConfig(**common)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(cfg)
     with torch.no_grad():  # default init is tiny; widen it so logits differ visibly between tokens

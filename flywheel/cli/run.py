@@ -182,7 +182,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 
 
 @click.command("run")
-@click.option("--problems", "problems", required=True, help="champ, a .jsonl/.csv/.parquet file, or gen:linear?n=50&seed=1.")
+@click.option("--problems", "problems", required=True, help="champ, a .jsonl/.csv/.parquet file, gen:linear?n=50&seed=1, or "
+                   "gsm-symbolic:?templates=train&n=2&seed=1 (a bare gen: or gsm-symbolic: lists what it offers).")
 @click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
 @click.option("--run-budget", type=click.IntRange(0, config.MAX_DB_INT), default=None, help="Decode-token budget for the whole run.")
 @click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True,
