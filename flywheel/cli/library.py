@@ -21,13 +21,18 @@ if TYPE_CHECKING:
 
 def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped-def]
     """The library of the global options; `write=False` falls back to read-only (ls, show, verify, export)."""
-    from flywheel.config import validate_library_path
+    from flywheel.config import sqlite_file, validate_library_path
     from flywheel.library import Library
 
     s = settings_of(ctx)
-    if not write and not s.db_explicit and not (s.library / "catalog.db").is_file():
-        raise LibraryError(f"no library at {printable(str(s.library), 120)} (it has no catalog.db)",
-                           hint="check --library (FLYWHEEL_LIBRARY); inspecting never creates a library")
+    if not write:   # inspecting never creates a library, a catalog or a folder
+        hint = "check --library (FLYWHEEL_LIBRARY) and --db (FLYWHEEL_DB); inspecting never creates a library"
+        catalog = sqlite_file(s.db_url)
+        if catalog is not None and not catalog.is_file():
+            where = "" if s.db_explicit else f"no library at {printable(str(s.library), 120)}: "
+            raise LibraryError(f"{where}no catalog at {printable(str(catalog), 120)}", hint=hint)
+        if not s.library.is_dir():
+            raise LibraryError(f"no library at {printable(str(s.library), 120)} (no such folder)", hint=hint)
     if not write:  # inspecting: open normally where possible, else read-only (a read-only disk or folder)
         try:
             validate_library_path(s.library, write=True)

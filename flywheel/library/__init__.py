@@ -45,7 +45,7 @@ from flywheel.tables import BadRow
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
-    from flywheel.catalog import ArtifactRow, Catalog
+    from flywheel.catalog import ArtifactRow, Catalog, ProblemRow
     from flywheel.domain import RouteDecision
     from flywheel.engine import Engine
     from flywheel.router import Router, RouterConfig
@@ -355,40 +355,75 @@ class Library:
     def checked_reference(self, problem: Problem, verifier: VerifierConfig | None = None) -> Problem:
         """`problem` with the reference its answers are checked against: the catalogue's, when it has one.
 
-        An answer is always checked against the catalogued reference of its problem, never
-        against one the deposit brings along: a deposit (or import) giving another reference for
-        a catalogued problem is refused. A reference for a problem catalogued without one is
-        accepted only if no stored verified solution contradicts it.
+        The one check every path that sets a problem's reference goes through (a deposit, an
+        import, a run or study over a problem file: `catalog_problems`). The catalogued problem
+        is the row under `problem.id` and every row with the same normalized text. An answer is
+        checked against its catalogued reference, never against one brought along: another
+        reference for a catalogued problem is refused. A reference for a problem catalogued
+        without one is accepted only if no stored verified solution contradicts it.
 
         Raises:
             DepositRefusedError: the references differ, or the new one contradicts a stored answer.
         """
         import verifiers
-        from flywheel.catalog import text_hash
 
-        row = self.catalog.get_problem(problem.id) if problem.id else None
-        if row is None or row.text_hash != text_hash(problem.text):
+        same = self._same_problem(problem)
+        if not same:
             return problem   # a new problem; or the id holds another text, which the catalog refuses
-        label = printable(problem.id, 80)
+        label = printable(problem.id or same[0].id, 80)
         given = (problem.reference or "").strip()
-        stored = (row.reference or "").strip()
-        if stored:
+        stored_row = next((row for row in same if (row.reference or "").strip()), None)
+        if stored_row is not None:
+            stored = (stored_row.reference or "").strip()
             if given and given != stored and not verifiers.check(candidate=given, reference=stored,
                                                                  config=verifier).equivalent:
                 raise DepositRefusedError(
                     f"problem {label!r} is catalogued with reference {printable(stored, 60)!r}, "
                     f"not {printable(given, 60)!r}",
                     hint="leave the reference out (the catalogued one is used), or file the problem under another id")
-            return replace(problem, reference=row.reference)
+            return replace(problem, reference=stored_row.reference)
         if given:
-            for sol in self.catalog.solutions_of(row.id):
-                if not sol.unverified and contradicted(
-                        verifiers.check(candidate=sol.answer, reference=given, config=verifier).status):
-                    raise DepositRefusedError(
-                        f"reference {printable(given, 60)!r} for problem {label!r} contradicts its stored "
-                        f"verified answer {printable(sol.answer, 60)!r}",
-                        hint="check the reference; the stored solutions were verified without one")
+            for row in same:
+                for sol in self.catalog.solutions_of(row.id):
+                    if not sol.unverified and contradicted(
+                            verifiers.check(candidate=sol.answer, reference=given, config=verifier).status):
+                        raise DepositRefusedError(
+                            f"reference {printable(given, 60)!r} for problem {label!r} contradicts its stored "
+                            f"verified answer {printable(sol.answer, 60)!r}",
+                            hint="check the reference; the stored solutions were verified without one")
         return problem
+
+    def _same_problem(self, problem: Problem) -> list[ProblemRow]:
+        """The catalogued rows of `problem`: its id's row (when it holds the same text) first, then
+        every other row with the same normalized text, oldest first."""
+        from flywheel.catalog import text_hash
+
+        digest = text_hash(problem.text)
+        own = self.catalog.get_problem(problem.id) if problem.id else None
+        if own is not None and own.text_hash != digest:
+            return []
+        rows = [own] if own is not None else []
+        return rows + [row for row in self.catalog.problems_by_text(problem.text) if own is None or row.id != own.id]
+
+    def catalog_problems(self, problems: Sequence[Problem], verifier: VerifierConfig | None = None) -> None:
+        """Catalogue a problem set (a run's or a study's), each reference through `checked_reference`.
+
+        Raises:
+            InputError: a problem's reference contradicts the catalogue (another reference, or a
+                stored verified answer); nothing of the set is catalogued.
+        """
+        from flywheel.catalog import ProblemSpec
+        from flywheel.errors import InputError
+
+        for problem in problems:
+            if (problem.reference or "").strip():
+                try:
+                    self.checked_reference(problem, verifier)
+                except DepositRefusedError as err:
+                    raise InputError(f"{err.message} (problem set row {printable(problem.id, 80)!r})",
+                                     hint="correct the reference in the problem set, or give the problem "
+                                          "another id and text") from None
+        self.catalog.upsert_problems(ProblemSpec.of(p) for p in problems)
 
     def deposit_many(self, engine: Engine, rows: Sequence[tuple[int, Mapping[str, str]] | BadRow], *,
                      source: str = "curator", deposited_by: str = "curator", unverified: bool = False,
