@@ -211,19 +211,24 @@ def show(ctx: click.Context, artifact_id: str) -> None:
 
 @library.command("verify")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--repair", is_flag=True, help="First remove artifact files no catalog row names (then verify).")
 @click.pass_context
-def scan(ctx: click.Context, as_json: bool) -> None:
+def scan(ctx: click.Context, as_json: bool, repair: bool) -> None:
     """Re-hash every artifact and compare catalog, store and index; exit 1 naming each disagreement.
 
     Reports missing or corrupt files, files without a catalog row, and index entries the
     catalog lacks or catalogued artifacts the index lacks (an interrupted deposit: the next
-    deposit or run repairs the index). Nothing is written, so a read-only library can be checked.
+    deposit or run repairs the index). Nothing is written, so a read-only library can be checked;
+    with --repair, files without a catalog row are removed first.
 
     \b
-    Example:
+    Examples:
       flywheel library verify
+      flywheel library verify --repair
     """
-    with _open(ctx, write=False) as lib, _progress("verifying") as progress:
+    with _open(ctx, write=repair) as lib, _progress("verifying") as progress:
+        for sha in lib.repair() if repair else []:
+            click.echo(f"removed {sha[:16]}: its file had no catalog row", err=True)
         scan = lib.scan(progress=progress)
     bad = [asdict(f) for f in scan.findings]
     for note in scan.notes:

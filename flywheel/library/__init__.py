@@ -7,8 +7,9 @@ parses, calls and prints.
 
 Deposit order is what makes a crash harmless: verify the answer, prefill, write the artifact
 bytes durably (atomic rename), then commit the catalog row, then index it. A crash before the
-commit leaves at most an uncatalogued file (`flywheel library verify` reports it, a re-deposit
-reuses it); never a row without its bytes.
+commit leaves at most an uncatalogued file (`flywheel library verify` reports it, `--repair`
+removes it, a re-deposit reuses it); a row the catalog refuses takes its new file with it; never
+a row without its bytes.
 
 Example:
     >>> lib = Library.open(Path("library"))                       # doctest: +SKIP
@@ -316,9 +317,10 @@ class Library:
         pspec = ProblemSpec.of(problem)
         fp = engine.fingerprint
         existing = self.catalog.find_deposit(pspec, solution, answer, fp.digest)
-        if existing is not None and self.store.contains(existing.sha256):
+        if existing is not None and self._current(existing.sha256):
             return DepositResult(existing.problem_id, existing.sha256, False, status, reason,
                                  existing.token_count, unverified)
+        # else: new, or this engine's artifact of it is missing or of an older template: replaced below
         ids = engine.encode(graft_prefix(problem.text, solution, answer))
         window = engine.context_window
         if window and len(ids) > window:
@@ -328,14 +330,25 @@ class Library:
         cache, last = engine.prefill(ids)
         artifact = capture(engine, cache, ids, last, meta={"problem_id": problem.id, "template": TEMPLATE_VERSION})
         data = artifact.to_bytes()
+        fresh = not self.store.contains(artifact.sha256)
         sha = self.store.put(data)                     # durable before the row exists
-        row = self.catalog.deposit(
-            pspec,
-            SolutionSpec(text=solution, answer=answer, verdict_status=status, verdict_reason=reason,
-                         deposited_by=deposited_by, unverified=unverified),
-            ArtifactSpec(sha256=sha, fingerprint_digest=fp.digest, fingerprint_json=json.dumps(fp.to_dict()),
-                         model_name=fp.model, token_count=len(ids), size_bytes=len(data),
-                         logits_sha256=artifact.header.logits_sha256))
+        try:
+            row = self.catalog.deposit(
+                pspec,
+                SolutionSpec(text=solution, answer=answer, verdict_status=status, verdict_reason=reason,
+                             deposited_by=deposited_by, unverified=unverified),
+                ArtifactSpec(sha256=sha, fingerprint_digest=fp.digest, fingerprint_json=json.dumps(fp.to_dict()),
+                             model_name=fp.model, token_count=len(ids), size_bytes=len(data),
+                             logits_sha256=artifact.header.logits_sha256),
+                replacing=existing.sha256 if existing is not None else None)
+        except BaseException:
+            if fresh:   # the row was refused (or never written): its file must not outlive it
+                self._remove_unnamed(sha)
+            raise
+        if not self.store.contains(sha):   # removed as unnamed (`library verify --repair`) before the row landed
+            self.store.put(data)
+        if existing is not None and existing.sha256 != sha:
+            self._remove_unnamed(existing.sha256)   # replaced: removed only now that its successor is stored
         if index and not unverified:
             # sync, not add: it also indexes what an interrupted deposit committed but never indexed.
             self.router.sync(fp.digest)
@@ -500,36 +513,45 @@ class Library:
     def rebuild(self, engine: Engine, *, progress: Progress | None = None) -> int:
         """Re-prefill every stored solution for `engine`'s model, then rebuild its index.
 
-        An artifact of this model prefilled through an older graft template (`TEMPLATE_VERSION`)
-        is replaced by its re-prefill; one already current is kept as it is.
+        Each solution is deposited again for this engine (`deposit`): its artifact of this
+        fingerprint is kept when current, replaced when it was prefilled through an older graft
+        template (or its file is gone), made when there is none. Which model's row comes first
+        does not matter: repeats are keyed by solution, and each deposit looks only at this
+        engine's artifact of it. An old artifact is removed only after its replacement is stored.
 
         Artifacts of other fingerprints stay (they are never grafted by this engine). Returns
         how many solutions were deposited again (0: the library holds none).
         """
         rows = self.catalog.list_artifacts(include_unverified=True)
-        seen: set[int] = set()
+        solution_ids = list(dict.fromkeys(a.solution_id for a in rows))   # each solution once, oldest first
         done = 0
         if progress:
-            progress(0, len(rows), "")
-        for n, a in enumerate(rows, start=1):
-            if a.solution_id not in seen:
-                seen.add(a.solution_id)
-                sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
-                if sol is not None and prob is not None:
-                    p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
-                    # One artifact per solution and model: one of an older template makes way for its re-prefill.
-                    stale = a.fingerprint_digest == engine.fingerprint.digest and self._stale_template(a.sha256)
-                    if stale:
-                        self.catalog.remove_artifact(a.sha256)
-                    self.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by,
-                                 unverified=sol.unverified)
-                    if stale:
-                        self.store.remove(a.sha256)
-                    done += 1
+            progress(0, len(solution_ids), "")
+        for n, solution_id in enumerate(solution_ids, start=1):
+            sol = self.catalog.get_solution(solution_id)
+            prob = self.catalog.get_problem(sol.problem_id) if sol is not None else None
+            if sol is not None and prob is not None:
+                p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
+                self.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by,
+                             unverified=sol.unverified, index=False)
+                done += 1
             if progress:
-                progress(n, len(rows), a.problem_id)
+                progress(n, len(solution_ids), prob.id if prob is not None else "")
         self.router.rebuild(self.catalog, engine.fingerprint.digest)
         return done
+
+    def repair(self) -> list[str]:
+        """Remove every stored artifact file that no catalog row names (a deposit interrupted between
+        its file and its row, or refused by an older version after writing its file); returns their ids.
+
+        A deposit running meanwhile is safe: it stores its file again if it finds it gone once its
+        row is committed.
+        """
+        removed = []
+        for sha in self.catalog.orphans(self.store.iter_ids()):
+            if self._remove_unnamed(sha):
+                removed.append(sha)
+        return removed
 
     def scan(self, *, progress: Progress | None = None) -> ScanReport:
         """Re-hash every catalogued artifact and compare catalog, store and index; writes nothing.
@@ -558,7 +580,8 @@ class Library:
                 progress(n, len(rows), a.problem_id)
         found.extend(self._contradicted_answers(rows))
         for sha in self.catalog.orphans(self.store.iter_ids()):
-            found.append(Finding(sha, "", "file has no catalog row (interrupted deposit?)"))
+            found.append(Finding(sha, "", "file has no catalog row (interrupted deposit?): "
+                                          "`flywheel library verify --repair` removes it"))
         problem_of = {a.sha256: a.problem_id for a in rows}
         for check in (self.router.check(fp) for fp in sorted({a.fingerprint_digest for a in rows})):
             if check.unreadable:
@@ -628,10 +651,19 @@ class Library:
                                         hint="`flywheel library verify` lists missing files; re-deposit or import them")
         return parse_artifact(data, expected_sha256=sha256)
 
-    def _stale_template(self, sha256: str) -> bool:
-        """Whether a stored artifact was prefilled through another graft template than this build's."""
+    def _current(self, sha256: str) -> bool:
+        """Whether a stored artifact is whole and was prefilled through this build's graft template."""
         data = self.store.get_unchecked(sha256)
-        return data is not None and parse_artifact(data).header.meta.get("template") != TEMPLATE_VERSION
+        if data is None:
+            return False
+        try:
+            return parse_artifact(data, expected_sha256=sha256).header.meta.get("template") == TEMPLATE_VERSION
+        except ArtifactError:
+            return False
+
+    def _remove_unnamed(self, sha256: str) -> bool:
+        """Remove the stored file `sha256` unless a catalog row names it; True if it was removed."""
+        return not self.catalog.names_artifact(sha256) and self.store.remove(sha256)
 
     def route(self, engine: Engine, problem_text: str, *, members: int | None = None) -> RouteDecision:
         """Route a problem among artifacts of `engine`'s fingerprint (exact, near or none).
