@@ -36,7 +36,7 @@ import pytest  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 import verifiers  # noqa: E402
-from flywheel import config  # noqa: E402
+from flywheel import config, errors  # noqa: E402
 from flywheel import library as library_module  # noqa: E402
 from flywheel.cli import error_text, main  # noqa: E402
 from flywheel.engine import Engine  # noqa: E402
@@ -45,13 +45,12 @@ from flywheel.errors import (  # noqa: E402
     FingerprintMismatchError,
     InputError,
     LibraryError,
-    VerifierUnavailableError,
 )
 from flywheel.kv import parse_artifact  # noqa: E402
 from flywheel.library import Library  # noqa: E402
 from flywheel.problemsets import Problem  # noqa: E402
 from flywheel.prompts import TEMPLATE_VERSION  # noqa: E402
-from verifiers import VerifierConfig, VerifierUnavailable  # noqa: E402
+from verifiers import VerifierConfig  # noqa: E402
 
 SOLVE = Problem(id="lin", text="Solve for x: x + 1 = 3")          # verified by substitution: x = 2
 #: Far below what the verifier's worker needs to import sympy: it cannot start.
@@ -124,7 +123,7 @@ def test_2_a_verifier_that_cannot_start_raises_instead_of_giving_a_verdict() -> 
     for call in (lambda: verifiers.check(candidate="2", reference="2", config=STARVED),
                  lambda: verifiers.check_output("2\n", form="answer", reference="2", problem_text="1+1?",
                                                 config=STARVED)):
-        with pytest.raises(VerifierUnavailable, match="did not start"):
+        with pytest.raises(verifiers.VerifierUnavailable, match="did not start"):
             call()
     assert verifiers.check(candidate="2", reference="2").equivalent   # the pool still works after
 
@@ -134,7 +133,7 @@ def test_2_a_pass_whose_verifier_cannot_start_records_nothing_as_judged_and_stop
     root = tmp_path / "lib"
     rows = [{"id": "a", "problem": "What is 2+3?", "reference": "5"},
             {"id": "b", "problem": "What is 2+4?", "reference": "6"}]
-    with pytest.raises(VerifierUnavailableError, match="did not start.*not judged") as err:
+    with pytest.raises(errors.VerifierUnavailableError, match="did not start.*not judged") as err:
         _run_on(tiny_gemma, tiny_dirs, root, rows, verifier=STARVED, run_id="r-broken")
     assert "\n" not in err.value.message and "--run-id" in (err.value.hint or "")
     with Library.open(root) as lib:
@@ -145,7 +144,7 @@ def test_2_a_pass_whose_verifier_cannot_start_records_nothing_as_judged_and_stop
 
 def test_2_a_deposit_whose_verifier_cannot_start_stores_nothing_even_unverified(
         lib: Library, tiny_gemma: Engine) -> None:
-    with pytest.raises(VerifierUnavailable):
+    with pytest.raises(verifiers.VerifierUnavailable):
         lib.deposit(tiny_gemma, SOLVE, "x = 3 - 1", "2", unverified=True, verifier=STARVED)
     assert lib.catalog.list_artifacts(include_unverified=True) == [] and not list(lib.store.iter_ids())
 
