@@ -441,7 +441,7 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
                               grounding=grounding.GROUNDING if cfg.grounding else None).to_dict()
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule,
-                    settings=cfg.settings())
+                    settings=cfg.settings(), verifier=cfg.verifier)
     lib = env.open_library()
     starter = seed_starter(env) if cfg.starter and not cfg.no_graft else []
     prior = lib.catalog.attempts_for_run(run_id)

@@ -13,11 +13,11 @@ from flows import runtime
 from flywheel import config
 from flywheel.attempt import AttemptResult, solution_of
 from flywheel.calculator import false_steps
-from flywheel.catalog import AttemptRecord, GraftRecord, ProblemSpec
+from flywheel.catalog import AttemptRecord, GraftRecord
 from flywheel.catalog.records import bounded_text, storable
 from flywheel.decode import DecodeSchedule
 from flywheel.domain import RouteDecision, canonical_json
-from flywheel.errors import ArtifactNotFoundError, DepositRefusedError, InputError
+from flywheel.errors import ArtifactNotFoundError, DepositRefusedError, InputError, VerifierUnavailableError
 from flywheel.grounding import copied_numbers
 from flywheel.problemsets import Problem, ProblemSet, load_problem_set
 from flywheel.router import RouterConfig
@@ -85,13 +85,14 @@ def load_problems(spec: str, limit: int | None = None) -> ProblemSet:
 @task(name="open-run", **CATALOG_WRITE)
 def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None, budget: int, attempts: int,
              no_graft: bool, run_budget: int | None, schedule: dict[str, Any],
-             settings: dict[str, Any]) -> set[tuple[str, int]]:
+             settings: dict[str, Any], verifier: VerifierConfig | None = None) -> set[tuple[str, int]]:
     """Catalogue the problems and the run (a resumed run is reopened); returns the keys already done.
 
     A run is resumed only under what its recorded attempts mean: the same problem set, model
     fingerprint, budgets, decode kernel and dtype (the slot count does not change a slot's bits),
     and router, energy and verifier `settings` (`RunConfig.settings()`; the verifier's worker
-    count does not change a verdict).
+    count does not change a verdict). A problem whose reference contradicts the catalogue (another
+    reference, or a stored verified answer) refuses the run before anything is recorded.
     """
     import json
 
@@ -106,7 +107,7 @@ def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None
             raise InputError(f"run {run_id!r} is still running (process {str(existing.owner).rsplit(':', 1)[0]})",
                              hint="wait for it to finish, or stop it first; its recorded attempts are kept")
         _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule, settings)
-    lib.catalog.upsert_problems(ProblemSpec.of(p) for p in pset.problems)
+    lib.catalog_problems(pset.problems, verifier)   # every reference checked against the catalogue
     lib.catalog.create_run(run_id=run_id, problem_set=pset.spec, problem_set_hash=pset.hash, budget=budget,
                            attempts=attempts, model_name=eng.fingerprint.model,
                            model_fingerprint=eng.fingerprint.digest, no_graft=no_graft, run_budget=run_budget,
@@ -121,8 +122,6 @@ RESULT_NEUTRAL_SETTINGS = frozenset({"verifier.workers"})
 
 def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, run_budget: int | None,
                      attempts: int, schedule: dict[str, Any], settings: dict[str, Any]) -> None:
-    import json
-
     hint = "resume with the run's own settings, or start a new run without --run-id"
     if run.problem_set_hash != pset.hash:
         raise InputError(f"run {run.id!r} was over problem set {run.problem_set!r} "
@@ -135,12 +134,13 @@ def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, 
                             ("--attempts", run.attempts, attempts)):
         if then != now:
             raise InputError(f"run {run.id!r} was started with {name} {then}, not {now}", hint=hint)
-    recorded = json.loads(run.decode_schedule) if run.decode_schedule else None
+    recorded = run.recorded("decode_schedule")
     keys = DecodeSchedule.RESULT_KEYS
     if recorded is not None and {k: recorded.get(k) for k in keys} != {k: schedule.get(k) for k in keys}:
         raise InputError(f"run {run.id!r} decoded under {recorded}, not {schedule}", hint=hint)
-    if run.settings is not None:   # NULL: a run started before settings were recorded
-        then_flat, now_flat = _flatten(json.loads(run.settings)), _flatten(settings)
+    then = run.recorded("settings")
+    if then is not None:   # NULL: a run started before settings were recorded
+        then_flat, now_flat = _flatten(then), _flatten(settings)
         for name in sorted(then_flat.keys() | now_flat.keys()):
             if name not in RESULT_NEUTRAL_SETTINGS and then_flat.get(name) != now_flat.get(name):
                 raise InputError(f"run {run.id!r} was started with {name} {then_flat.get(name)!r}, "
@@ -180,8 +180,17 @@ def verify(problem: Problem, result: AttemptResult, config: VerifierConfig | Non
 
     A plain call, not a Prefect task: it has no side effect to track or retry, and a pass makes one
     per attempt (the attempt's record carries the verdict).
+
+    Raises:
+        VerifierUnavailableError: the verifier could not run; there is no verdict to record.
     """
-    return problem.check_output(result.text, result.mode, config=config, markers=result.markers)
+    from verifiers import VerifierUnavailable
+
+    try:
+        return problem.check_output(result.text, result.mode, config=config, markers=result.markers)
+    except VerifierUnavailable as err:   # no verdict: the attempt is not recorded, the pass stops
+        raise VerifierUnavailableError(f"{err}: attempts of problem {problem.id!r} and after were not judged "
+                                       "and are not recorded", hint=VerifierUnavailableError.HINT) from None
 
 
 @task(name="deposit", **CATALOG_WRITE)

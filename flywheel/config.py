@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -171,6 +172,43 @@ def url_secrets(url: str) -> list[str]:
     return sorted({form for s in found if s for form in (s, unquote_plus(s))}, key=len, reverse=True)
 
 
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    """`text` with each whole occurrence of a secret replaced by `***`.
+
+    Whole: not inside a longer run of letters and digits, so a password `p` masks `p` and
+    `:p@`, never the `p` of `port`. Longer secrets are masked first.
+
+    Example:
+        >>> mask_secrets("port 1 failed for p", ["p"])
+        'port 1 failed for ***'
+    """
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = re.sub(rf"(?<![0-9A-Za-z]){re.escape(secret)}(?![0-9A-Za-z])", "***", text)
+    return text
+
+
+def sqlite_is_durable(database: str | None, query: dict[str, object]) -> bool:
+    """Whether a SQLite URL's database (and query) name a file: not `:memory:`, not empty
+    (`sqlite://`, a private temporary database), not a `file:` URI in memory mode."""
+    if not database or database == ":memory:":
+        return False
+    if database.startswith("file:"):
+        uri_mode = str(query.get("mode", ""))
+        return ":memory:" not in database and "mode=memory" not in database and uri_mode != "memory"
+    return True
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite catalog URL names (a `file:` URI's path too); None for other databases."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or not sqlite_is_durable(database, dict(parsed.query)):
+        return None
+    return Path(database[len("file:"):].split("?", 1)[0] if database.startswith("file:") else database)
+
+
 def validate_db_url(url: str, *, source: str = "--db") -> str:
     """Return `url` if it is a database URL this build can open; else raise `InputError` (no password echoed).
 
@@ -209,8 +247,11 @@ def validate_db_url(url: str, *, source: str = "--db") -> str:
     if importlib.util.find_spec(module) is None:
         raise InputError(f"{source} value {shown!r} needs the Python module {module!r}, which is not installed",
                          hint=hint)
-    if backend == "sqlite" and parsed.database and parsed.database != ":memory:" \
-            and not parsed.database.startswith("file:") and Path(parsed.database).is_dir():
+    if backend == "sqlite" and not sqlite_is_durable(parsed.database, dict(parsed.query)):
+        raise InputError(f"{source} value {shown!r} is an in-memory SQLite database: the catalog would vanish "
+                         "with the process while its artifacts stay behind", hint=hint)
+    if backend == "sqlite" and parsed.database and not parsed.database.startswith("file:") \
+            and Path(parsed.database).is_dir():
         raise InputError(f"{source} value {shown!r} names a folder, not a database file", hint=hint)
     return url
 

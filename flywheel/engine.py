@@ -57,6 +57,9 @@ class Fingerprint:
     torch_version: str
     transformers_version: str
     format_version: int = ARTIFACT_FORMAT_VERSION
+    # SHA-256 of the model configuration's computation fields (`config_sha256`); "" in artifacts
+    # made before it was recorded, which therefore differ and are refused with the rebuild hint.
+    config_sha256: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -110,6 +113,40 @@ def _tokenizer_sha256(tokenizer: Any) -> str:
     body = backend.to_str() if backend is not None else canonical_json(tokenizer.get_vocab())
     specials = canonical_json({k: str(v) for k, v in sorted(tokenizer.special_tokens_map.items())})
     return hashlib.sha256((body + "\n" + specials).encode()).hexdigest()
+
+
+#: Configuration keys that do not change what the model computes from loaded weights: where it was
+#: loaded from, versions and dtype (fingerprint fields of their own), classification-head labels,
+#: runtime output switches, and the initializer (weights are loaded, never initialized). Keys
+#: starting with `_` are transformers' bookkeeping. Everything else (rope, epsilons, windows,
+#: layer types, softcaps, token ids) is hashed: when in doubt a key is kept.
+CONFIG_KEYS_OUTSIDE_COMPUTATION = frozenset({
+    "transformers_version", "dtype", "torch_dtype", "architectures", "id2label", "label2id", "problem_type",
+    "output_attentions", "output_hidden_states", "return_dict", "use_cache", "initializer_range",
+})
+
+
+def _computation_config(value: Any) -> Any:
+    """`value` (a config's `to_dict()`, or a part of it) without the keys outside the computation."""
+    if isinstance(value, dict):
+        return {str(k): _computation_config(v) for k, v in value.items()
+                if not str(k).startswith("_") and k not in CONFIG_KEYS_OUTSIDE_COMPUTATION}
+    if isinstance(value, list | tuple):
+        return [_computation_config(v) for v in value]
+    return value
+
+
+def config_sha256(model_config: Any) -> str:
+    """SHA-256 of the canonical JSON of a model configuration's computation fields.
+
+    Editing `rope_theta`, `sliding_window`, `layer_types` or an epsilon in a checkpoint's
+    `config.json` changes it, so artifacts made before the edit are refused.
+
+    Example:
+        >>> config_sha256(engine.model.config)   # doctest: +SKIP
+        '3f0c...'
+    """
+    return json_sha256(_computation_config(model_config.to_dict()))
 
 
 def _weights_sha256(model_dir: Path) -> str:
@@ -208,6 +245,7 @@ class Engine:
             threads=settings.threads,
             torch_version=torch.__version__,
             transformers_version=transformers.__version__,
+            config_sha256=config_sha256(model.config),
         )
         fmt = prompt_format or os.environ.get(config.ENV_PROMPT_FORMAT) or modelzoo.profile_of(name, model_dir).prompt_format
         return cls(model, tokenizer, fingerprint, settings, make_format(fmt, tokenizer, name))

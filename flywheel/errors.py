@@ -28,6 +28,14 @@ class InputError(FlywheelError):
     exit_code = 2
 
 
+class VerifierUnavailableError(FlywheelError):
+    """The answer verifier could not run at all (its worker process would not start): nothing was
+    judged, and nothing is recorded as judged. A machine's problem, never a verdict on an answer."""
+
+    HINT = ("check the machine (free memory, process limits, a working Python with sympy), then run the "
+            "command again; a run resumes with --run-id")
+
+
 class ModelError(FlywheelError):
     """A model could not be found, assembled or loaded offline."""
 

@@ -15,7 +15,6 @@ verdict (re-verified under the run's verifier settings) and why decoding stopped
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
@@ -23,13 +22,14 @@ from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, sol
 from flywheel.calculator import CALCULATOR
 from flywheel.catalog.records import bounded_text
 from flywheel.decode import KERNEL_PATH
-from flywheel.errors import FlywheelError, InputError
+from flywheel.errors import FlywheelError, InputError, LibraryError
 from flywheel.grounding import GROUNDING
 from flywheel.problemsets import Problem
 from flywheel.sampling import SAMPLER
+from flywheel.terminal import printable
 
 if TYPE_CHECKING:
-    from flywheel.catalog.models import AttemptRow
+    from flywheel.catalog.models import AttemptRow, RunRow
     from flywheel.engine import Engine
     from flywheel.library import Library
 
@@ -58,11 +58,15 @@ class Recheck:
         return f"{self.run_id}/{self.problem_id}#{self.attempt_index}"
 
 
-def _verifier(settings: str | None) -> Any:
+def _verifier(run: RunRow) -> Any:
     from verifiers import VerifierConfig
 
-    recorded = json.loads(settings).get("verifier") if settings else None
-    return VerifierConfig(**recorded) if recorded else VerifierConfig()
+    recorded = (run.recorded("settings") or {}).get("verifier")
+    try:
+        return VerifierConfig(**recorded) if recorded else VerifierConfig()
+    except (TypeError, ValueError) as err:
+        raise LibraryError(f"run {run.id!r} has unreadable verifier settings ({printable(str(err), 120)})",
+                           hint="the catalog row was damaged or edited; restore it from a backup") from None
 
 
 def _check_budget(run_id: str, row: AttemptRow, run_budget: int, window: int) -> None:
@@ -104,8 +108,8 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         raise InputError(f"run {run_id} ran under model fingerprint {run.model_fingerprint[:12]}, this engine is "
                          f"{engine.fingerprint.digest[:12]}",
                          hint=f"load {run.model_name} with the run's dtype ({run.decode_schedule or 'float32'})")
-    verifier = _verifier(run.settings)
-    schedule = json.loads(run.decode_schedule) if run.decode_schedule else {}
+    verifier = _verifier(run)
+    schedule = run.recorded("decode_schedule") or {}
     tool = schedule.get("calculator")
     if tool not in (None, CALCULATOR):
         raise InputError(f"run {run_id} handed arithmetic to calculator {tool!r}; this version has {CALCULATOR!r}",
@@ -158,7 +162,7 @@ def engine_for_run(library: Library, run_id: str) -> Engine:
     run = library.catalog.get_run(run_id)
     if run is None:
         raise InputError(f"no run {run_id!r} in the catalog", hint="`flywheel report` lists every run")
-    dtype = json.loads(run.decode_schedule).get("dtype", "float32") if run.decode_schedule else "float32"
+    dtype = (run.recorded("decode_schedule") or {}).get("dtype", "float32")
     if dtype not in get_args(DType):
         raise InputError(f"run {run_id} records an unknown dtype {dtype!r}", hint=f"one of {get_args(DType)}")
     return Engine.load(run.model_name, EngineSettings(dtype=cast(DType, dtype)))

@@ -22,6 +22,7 @@ from verifiers.types import (
     Status,
     Verdict,
     VerifierConfig,
+    VerifierUnavailable,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "Status",
     "ParseError",
     "CheckTimeout",
+    "VerifierUnavailable",
 ]

@@ -17,6 +17,7 @@ from verifiers.types import (
     OutputForm,
     Verdict,
     VerifierConfig,
+    VerifierUnavailable,
     input_refusal,
 )
 from verifiers.worker import POOL, WorkerDied
@@ -25,7 +26,11 @@ DEFAULT = VerifierConfig()
 
 
 def _request(op: str, args: list[str], mode: str, cfg: VerifierConfig) -> dict[str, Any]:
-    """The worker's reply to one request, or a verdict's dict saying why there is none (never raises)."""
+    """The worker's reply to one request, or a verdict's dict saying why the input got none.
+
+    Raises:
+        VerifierUnavailable: no worker could be started; that is no verdict on the input.
+    """
     t0 = time.perf_counter()
     try:
         d = POOL.run(op, args, cfg)
@@ -35,9 +40,6 @@ def _request(op: str, args: list[str], mode: str, cfg: VerifierConfig) -> dict[s
     except WorkerDied as err:
         return Verdict("unparseable", f"refused: worker died ({err}); likely the {cfg.memory_mb} MB memory limit",
                        mode, elapsed_s=time.perf_counter() - t0).to_dict()
-    except Exception as err:  # cannot start a process at all: still no exception into the flow
-        return Verdict("unparseable", f"verifier unavailable: {type(err).__name__}: {err}", mode,
-                       elapsed_s=time.perf_counter() - t0).to_dict()
     verdict = d.get("verdict", d)
     verdict["mode"] = verdict.get("mode", mode)
     verdict["elapsed_s"] = time.perf_counter() - t0
@@ -49,7 +51,7 @@ def _run(op: str, args: list[str], mode: str, cfg: VerifierConfig) -> Verdict:
 
 
 def check(*, candidate: str, reference: str, mode: Mode = "auto", config: VerifierConfig | None = None) -> Verdict:
-    """Is the model's answer equivalent to the reference? Never raises; bounded in time and memory.
+    """Is the model's answer equivalent to the reference? Bounded in time and memory.
 
     Every argument is keyword-only: candidate and reference are both strings and a swap would be
     silent (Math-Verify's `verify(gold, target)` takes them in the other order).
@@ -61,6 +63,8 @@ def check(*, candidate: str, reference: str, mode: Mode = "auto", config: Verifi
         config: bounds and tolerance (`VerifierConfig`); defaults are exact and 5 s.
     Returns:
         a `Verdict`; `.equivalent` is True only for status `equivalent`.
+    Raises:
+        VerifierUnavailable: no worker process could be started (there is no verdict to give).
 
     Example: `check(candidate=r"\\dfrac{9}{7}", reference="9/7").equivalent` -> True;
     `check(candidate="0.333", reference="1/3")` -> not_equivalent.
@@ -104,7 +108,8 @@ def check_output(text: str, *, form: OutputForm, reference: str | None, problem_
     The answer is extracted from the untrusted `text` inside the worker (never in this process):
     its first line in `answer` form, its `Final answer:` line in `solve` form. It is then checked
     against `reference`, or by substitution into `problem_text` when the reference is None or
-    blank (as `check` and `check_by_substitution` would). Never raises.
+    blank (as `check` and `check_by_substitution` would). Raises `VerifierUnavailable` (only)
+    when no worker process can be started.
 
     Args:
         text: the model's raw continuation.
@@ -141,4 +146,4 @@ def shutdown() -> None:
     POOL.shutdown()
 
 
-__all__ = ["check", "check_by_substitution", "check_output", "shutdown", "CheckTimeout"]
+__all__ = ["check", "check_by_substitution", "check_output", "shutdown", "CheckTimeout", "VerifierUnavailable"]

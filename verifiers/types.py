@@ -1,4 +1,5 @@
-"""The verifier's vocabulary: its configuration, its verdict and its two internal exceptions."""
+"""The verifier's vocabulary: its configuration, its verdict, its two internal exceptions, and
+`VerifierUnavailable` (raised to callers when no worker can start)."""
 
 from __future__ import annotations
 
@@ -139,6 +140,12 @@ class ParseError(ValueError):
     def __init__(self, message: str, refused: bool = False) -> None:
         super().__init__(message)
         self.refused = refused
+
+
+class VerifierUnavailable(RuntimeError):
+    """No worker process could be started (no interpreter, no memory, the import failed): there is
+    no verdict, and none may be recorded. Raised to the caller, never turned into a `Verdict`;
+    what went wrong with one check (a timeout, a worker killed mid-check) stays a verdict."""
 
 
 class CheckTimeout(BaseException):

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from verifiers.types import CheckTimeout, VerifierConfig
+from verifiers.types import CheckTimeout, VerifierConfig, VerifierUnavailable
 
 _STARTUP_S = 120.0  # importing sympy on a loaded 2-core machine; not part of any check's budget
 
@@ -48,9 +48,16 @@ class _Proc:
             env=env, close_fds=True, start_new_session=True,
         )
         self.buf = b""
-        ready = self._read_line(_STARTUP_S)
-        if json.loads(ready).get("ready") is not True:
-            raise WorkerDied(f"worker did not start: {ready[:200]!r}")
+        try:
+            ready = self._read_line(_STARTUP_S)
+            said = json.loads(ready)
+        except (CheckTimeout, WorkerDied, ValueError) as err:
+            self.kill()
+            raise VerifierUnavailable(f"the verifier's worker did not start ({err}; memory limit "
+                                      f"{memory_mb} MB)") from None
+        if not isinstance(said, dict) or said.get("ready") is not True:
+            self.kill()
+            raise VerifierUnavailable(f"the verifier's worker did not start: it said {ready[:200]!r}")
 
     def _read_line(self, timeout: float) -> bytes:
         assert self.p.stdout is not None
@@ -116,6 +123,9 @@ class WorkerPool:
         if proc is None:
             try:
                 proc = _Proc(cfg.memory_mb)
+            except OSError as err:   # no interpreter, no process slots, no memory to fork
+                self._release(None)
+                raise VerifierUnavailable(f"the verifier's worker could not be started: {err}") from None
             except BaseException:
                 self._release(None)
                 raise
@@ -129,7 +139,8 @@ class WorkerPool:
             self._cond.notify()
 
     def run(self, op: str, args: list[Any], cfg: VerifierConfig) -> dict[str, Any]:
-        """Run one request under `cfg.timeout_s`; raises CheckTimeout or WorkerDied (worker replaced)."""
+        """Run one request under `cfg.timeout_s`; raises CheckTimeout or WorkerDied (worker replaced),
+        or VerifierUnavailable when no worker could be started."""
         proc = self._acquire(cfg)
         try:
             out = proc.request({"op": op, "args": args, "config": cfg.to_dict()}, cfg.timeout_s)

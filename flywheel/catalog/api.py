@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
@@ -181,18 +181,27 @@ class Catalog:
                            ArtifactRow.fingerprint_digest == fingerprint_digest))
             return s.scalars(stmt).first()
 
-    def deposit(self, problem: ProblemSpec, solution: SolutionSpec, artifact: ArtifactSpec) -> Deposit:
+    def deposit(self, problem: ProblemSpec, solution: SolutionSpec, artifact: ArtifactSpec, *,
+                replacing: str | None = None) -> Deposit:
         """Record a deposited artifact with its problem and solution, in one transaction.
 
         Call only after `store.put(bytes)` returned `artifact.sha256` (see the module docstring).
-        Idempotent: the same problem, solution and fingerprint give the same rows.
+        Idempotent: the same problem, solution and fingerprint give the same rows. `replacing`
+        names an artifact row this one replaces (the same solution and fingerprint, prefilled
+        through an older template): it is deleted in the same transaction, so the solution is
+        never without an artifact; the caller removes its bytes afterwards.
 
         Raises:
             DepositRefusedError: a solution marked verified whose verdict is not "equivalent".
             CatalogConflictError: the problem id holds another text.
         """
         self._check_verdict(problem, solution)
-        return self._write(lambda s: self._deposit(s, problem, solution, artifact))
+
+        def work(s: Session) -> Deposit:
+            if replacing is not None:
+                s.execute(delete(ArtifactRow).where(ArtifactRow.sha256 == replacing))
+            return self._deposit(s, problem, solution, artifact)
+        return self._write(work)
 
     def deposit_many(self, items: Sequence[tuple[ProblemSpec, SolutionSpec, ArtifactSpec]]) -> list[Deposit]:
         """`deposit` for several artifacts in ONE transaction: all rows are committed, or none
@@ -283,6 +292,11 @@ class Catalog:
             s.delete(row)
             return True
         return self._write(work)
+
+    def names_artifact(self, sha256: str) -> bool:
+        """Whether an artifact row names `sha256` (its bytes are then the catalog's, never removable)."""
+        with self._sessions() as s:
+            return s.get(ArtifactRow, sha256) is not None
 
     def orphans(self, stored_ids: Iterable[str]) -> list[str]:
         """Of `stored_ids` (e.g. `store.iter_ids()`), those without a catalog row."""

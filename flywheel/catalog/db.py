@@ -118,12 +118,10 @@ def _shown(db: Engine) -> str:
 
 def _shown_error(db: Engine, err: Exception | None) -> str:
     """A driver error's first line, with the URL's password (if a driver echoed it) hidden."""
-    from flywheel.config import url_secrets
+    from flywheel.config import mask_secrets, url_secrets
 
     text = str(getattr(err, "orig", None) or err).strip().splitlines()[0] if err is not None else "unknown error"
-    for secret in url_secrets(db.url.render_as_string(hide_password=False)):
-        text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, url_secrets(db.url.render_as_string(hide_password=False)))
 
 
 def _known(script: ScriptDirectory, revision: str) -> bool:

@@ -7,7 +7,9 @@ SQLite-only SQL), so any SQLAlchemy URL — PostgreSQL in deployment — holds t
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from typing import Any, Literal
 
 from sqlalchemy import (
     BigInteger,
@@ -22,6 +24,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from flywheel.errors import LibraryError
 
 #: Deterministic constraint names, so migrations can name (and later drop) every constraint.
 NAMING_CONVENTION = {
@@ -118,6 +122,26 @@ class RunRow(Base):
     owner: Mapped[str | None] = mapped_column(String(255))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    def recorded(self, column: Literal["decode_schedule", "settings"]) -> dict[str, Any] | None:
+        """The JSON object a run recorded in `column`; None when it recorded none (an older run).
+
+        Raises:
+            LibraryError: the column holds something other than a JSON object (a damaged or edited row).
+        """
+        text = getattr(self, column)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            what = column.replace("_", " ")
+            raise LibraryError(f"run {self.id!r} has an unreadable {what} (not a JSON object)",
+                               hint="the catalog row was damaged or edited; restore it from a backup, "
+                                    "or leave this run out (--run another)")
+        return value
 
 
 class AttemptRow(Base):

@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from flywheel import config
-from flywheel.errors import FlywheelError
+from flywheel.errors import FlywheelError, VerifierUnavailableError
 from flywheel.terminal import printable
 
 #: OS errors that are the environment's doing (permissions, a full or read-only disk), not a bug.
@@ -43,11 +43,8 @@ class Settings:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret replaced by `***`, and any URL password form redacted."""
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        if len(secret) >= 3:  # shorter ones would blank ordinary words; URL forms are redacted anyway
-            text = text.replace(secret, "***")
-    return text
+    """`text` with every whole secret replaced by `***` (`config.mask_secrets`: never part of a word)."""
+    return config.mask_secrets(text, secrets)
 
 
 def error_text(err: FlywheelError, secrets: Iterable[str] = ()) -> str:
@@ -94,6 +91,11 @@ class FlywheelGroup(click.Group):
                        "or point --library at another folder", err=True)
             sys.exit(1)
         except Exception as err:
+            if _verifier_unavailable(err):   # raised outside a flow (a deposit, an import, a scan)
+                unavailable = VerifierUnavailableError(f"{err}: nothing was judged",
+                                                       hint=VerifierUnavailableError.HINT)
+                click.echo(error_text(unavailable, _secrets_of(ctx)), err=True)
+                sys.exit(unavailable.exit_code)
             damage = _damaged_catalog(err)
             if damage is None:
                 raise
@@ -109,6 +111,15 @@ class FlywheelGroup(click.Group):
 
 #: SQLite's words for a catalog file it cannot read as a database (overwritten pages, not SQLite).
 _DAMAGE_MESSAGES = ("database disk image is malformed", "file is not a database")
+
+
+def _verifier_unavailable(err: BaseException) -> bool:
+    """Whether `err` says the answer verifier could not run (imported only then: sympy is slow to load)."""
+    if not type(err).__module__.startswith("verifiers"):
+        return False
+    from verifiers import VerifierUnavailable
+
+    return isinstance(err, VerifierUnavailable)
 
 
 def _damaged_catalog(err: BaseException) -> str | None:

@@ -21,13 +21,18 @@ if TYPE_CHECKING:
 
 def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped-def]
     """The library of the global options; `write=False` falls back to read-only (ls, show, verify, export)."""
-    from flywheel.config import validate_library_path
+    from flywheel.config import sqlite_file, validate_library_path
     from flywheel.library import Library
 
     s = settings_of(ctx)
-    if not write and not s.db_explicit and not (s.library / "catalog.db").is_file():
-        raise LibraryError(f"no library at {printable(str(s.library), 120)} (it has no catalog.db)",
-                           hint="check --library (FLYWHEEL_LIBRARY); inspecting never creates a library")
+    if not write:   # inspecting never creates a library, a catalog or a folder
+        hint = "check --library (FLYWHEEL_LIBRARY) and --db (FLYWHEEL_DB); inspecting never creates a library"
+        catalog = sqlite_file(s.db_url)
+        if catalog is not None and not catalog.is_file():
+            where = "" if s.db_explicit else f"no library at {printable(str(s.library), 120)}: "
+            raise LibraryError(f"{where}no catalog at {printable(str(catalog), 120)}", hint=hint)
+        if not s.library.is_dir():
+            raise LibraryError(f"no library at {printable(str(s.library), 120)} (no such folder)", hint=hint)
     if not write:  # inspecting: open normally where possible, else read-only (a read-only disk or folder)
         try:
             validate_library_path(s.library, write=True)
@@ -206,19 +211,24 @@ def show(ctx: click.Context, artifact_id: str) -> None:
 
 @library.command("verify")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--repair", is_flag=True, help="First remove artifact files no catalog row names (then verify).")
 @click.pass_context
-def scan(ctx: click.Context, as_json: bool) -> None:
+def scan(ctx: click.Context, as_json: bool, repair: bool) -> None:
     """Re-hash every artifact and compare catalog, store and index; exit 1 naming each disagreement.
 
     Reports missing or corrupt files, files without a catalog row, and index entries the
     catalog lacks or catalogued artifacts the index lacks (an interrupted deposit: the next
-    deposit or run repairs the index). Nothing is written, so a read-only library can be checked.
+    deposit or run repairs the index). Nothing is written, so a read-only library can be checked;
+    with --repair, files without a catalog row are removed first.
 
     \b
-    Example:
+    Examples:
       flywheel library verify
+      flywheel library verify --repair
     """
-    with _open(ctx, write=False) as lib, _progress("verifying") as progress:
+    with _open(ctx, write=repair) as lib, _progress("verifying") as progress:
+        for sha in lib.repair() if repair else []:
+            click.echo(f"removed {sha[:16]}: its file had no catalog row", err=True)
         scan = lib.scan(progress=progress)
     bad = [asdict(f) for f in scan.findings]
     for note in scan.notes:

@@ -7,8 +7,9 @@ parses, calls and prints.
 
 Deposit order is what makes a crash harmless: verify the answer, prefill, write the artifact
 bytes durably (atomic rename), then commit the catalog row, then index it. A crash before the
-commit leaves at most an uncatalogued file (`flywheel library verify` reports it, a re-deposit
-reuses it); never a row without its bytes.
+commit leaves at most an uncatalogued file (`flywheel library verify` reports it, `--repair`
+removes it, a re-deposit reuses it); a row the catalog refuses takes its new file with it; never
+a row without its bytes.
 
 Example:
     >>> lib = Library.open(Path("library"))                       # doctest: +SKIP
@@ -44,7 +45,7 @@ from flywheel.tables import BadRow
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
-    from flywheel.catalog import ArtifactRow, Catalog
+    from flywheel.catalog import ArtifactRow, Catalog, ProblemRow
     from flywheel.domain import RouteDecision
     from flywheel.engine import Engine
     from flywheel.router import Router, RouterConfig
@@ -315,9 +316,10 @@ class Library:
         pspec = ProblemSpec.of(problem)
         fp = engine.fingerprint
         existing = self.catalog.find_deposit(pspec, solution, answer, fp.digest)
-        if existing is not None and self.store.contains(existing.sha256):
+        if existing is not None and self._current(existing.sha256, engine.prompt_format.tag):
             return DepositResult(existing.problem_id, existing.sha256, False, status, reason,
                                  existing.token_count, unverified)
+        # else: new, or this engine's artifact of it is missing or of another template: replaced below
         fmt = engine.prompt_format
         ids = engine.encode_prompt(fmt.graft([(problem.text, solution, answer)]))
         window = engine.context_window
@@ -328,14 +330,25 @@ class Library:
         cache, last = engine.prefill(ids)
         artifact = capture(engine, cache, ids, last, meta={"problem_id": problem.id, "template": fmt.tag})
         data = artifact.to_bytes()
+        fresh = not self.store.contains(artifact.sha256)
         sha = self.store.put(data)                     # durable before the row exists
-        row = self.catalog.deposit(
-            pspec,
-            SolutionSpec(text=solution, answer=answer, verdict_status=status, verdict_reason=reason,
-                         deposited_by=deposited_by, unverified=unverified),
-            ArtifactSpec(sha256=sha, fingerprint_digest=fp.digest, fingerprint_json=json.dumps(fp.to_dict()),
-                         model_name=fp.model, token_count=len(ids), size_bytes=len(data),
-                         logits_sha256=artifact.header.logits_sha256))
+        try:
+            row = self.catalog.deposit(
+                pspec,
+                SolutionSpec(text=solution, answer=answer, verdict_status=status, verdict_reason=reason,
+                             deposited_by=deposited_by, unverified=unverified),
+                ArtifactSpec(sha256=sha, fingerprint_digest=fp.digest, fingerprint_json=json.dumps(fp.to_dict()),
+                             model_name=fp.model, token_count=len(ids), size_bytes=len(data),
+                             logits_sha256=artifact.header.logits_sha256),
+                replacing=existing.sha256 if existing is not None else None)
+        except BaseException:
+            if fresh:   # the row was refused (or never written): its file must not outlive it
+                self._remove_unnamed(sha)
+            raise
+        if not self.store.contains(sha):   # removed as unnamed (`library verify --repair`) before the row landed
+            self.store.put(data)
+        if existing is not None and existing.sha256 != sha:
+            self._remove_unnamed(existing.sha256)   # replaced: removed only now that its successor is stored
         if index and not unverified:
             # sync, not add: it also indexes what an interrupted deposit committed but never indexed.
             self.router.sync(fp.digest)
@@ -355,40 +368,75 @@ class Library:
     def checked_reference(self, problem: Problem, verifier: VerifierConfig | None = None) -> Problem:
         """`problem` with the reference its answers are checked against: the catalogue's, when it has one.
 
-        An answer is always checked against the catalogued reference of its problem, never
-        against one the deposit brings along: a deposit (or import) giving another reference for
-        a catalogued problem is refused. A reference for a problem catalogued without one is
-        accepted only if no stored verified solution contradicts it.
+        The one check every path that sets a problem's reference goes through (a deposit, an
+        import, a run or study over a problem file: `catalog_problems`). The catalogued problem
+        is the row under `problem.id` and every row with the same normalized text. An answer is
+        checked against its catalogued reference, never against one brought along: another
+        reference for a catalogued problem is refused. A reference for a problem catalogued
+        without one is accepted only if no stored verified solution contradicts it.
 
         Raises:
             DepositRefusedError: the references differ, or the new one contradicts a stored answer.
         """
         import verifiers
-        from flywheel.catalog import text_hash
 
-        row = self.catalog.get_problem(problem.id) if problem.id else None
-        if row is None or row.text_hash != text_hash(problem.text):
+        same = self._same_problem(problem)
+        if not same:
             return problem   # a new problem; or the id holds another text, which the catalog refuses
-        label = printable(problem.id, 80)
+        label = printable(problem.id or same[0].id, 80)
         given = (problem.reference or "").strip()
-        stored = (row.reference or "").strip()
-        if stored:
+        stored_row = next((row for row in same if (row.reference or "").strip()), None)
+        if stored_row is not None:
+            stored = (stored_row.reference or "").strip()
             if given and given != stored and not verifiers.check(candidate=given, reference=stored,
                                                                  config=verifier).equivalent:
                 raise DepositRefusedError(
                     f"problem {label!r} is catalogued with reference {printable(stored, 60)!r}, "
                     f"not {printable(given, 60)!r}",
                     hint="leave the reference out (the catalogued one is used), or file the problem under another id")
-            return replace(problem, reference=row.reference)
+            return replace(problem, reference=stored_row.reference)
         if given:
-            for sol in self.catalog.solutions_of(row.id):
-                if not sol.unverified and contradicted(
-                        verifiers.check(candidate=sol.answer, reference=given, config=verifier).status):
-                    raise DepositRefusedError(
-                        f"reference {printable(given, 60)!r} for problem {label!r} contradicts its stored "
-                        f"verified answer {printable(sol.answer, 60)!r}",
-                        hint="check the reference; the stored solutions were verified without one")
+            for row in same:
+                for sol in self.catalog.solutions_of(row.id):
+                    if not sol.unverified and contradicted(
+                            verifiers.check(candidate=sol.answer, reference=given, config=verifier).status):
+                        raise DepositRefusedError(
+                            f"reference {printable(given, 60)!r} for problem {label!r} contradicts its stored "
+                            f"verified answer {printable(sol.answer, 60)!r}",
+                            hint="check the reference; the stored solutions were verified without one")
         return problem
+
+    def _same_problem(self, problem: Problem) -> list[ProblemRow]:
+        """The catalogued rows of `problem`: its id's row (when it holds the same text) first, then
+        every other row with the same normalized text, oldest first."""
+        from flywheel.catalog import text_hash
+
+        digest = text_hash(problem.text)
+        own = self.catalog.get_problem(problem.id) if problem.id else None
+        if own is not None and own.text_hash != digest:
+            return []
+        rows = [own] if own is not None else []
+        return rows + [row for row in self.catalog.problems_by_text(problem.text) if own is None or row.id != own.id]
+
+    def catalog_problems(self, problems: Sequence[Problem], verifier: VerifierConfig | None = None) -> None:
+        """Catalogue a problem set (a run's or a study's), each reference through `checked_reference`.
+
+        Raises:
+            InputError: a problem's reference contradicts the catalogue (another reference, or a
+                stored verified answer); nothing of the set is catalogued.
+        """
+        from flywheel.catalog import ProblemSpec
+        from flywheel.errors import InputError
+
+        for problem in problems:
+            if (problem.reference or "").strip():
+                try:
+                    self.checked_reference(problem, verifier)
+                except DepositRefusedError as err:
+                    raise InputError(f"{err.message} (problem set row {printable(problem.id, 80)!r})",
+                                     hint="correct the reference in the problem set, or give the problem "
+                                          "another id and text") from None
+        self.catalog.upsert_problems(ProblemSpec.of(p) for p in problems)
 
     def deposit_many(self, engine: Engine, rows: Sequence[tuple[int, Mapping[str, str]] | BadRow], *,
                      source: str = "curator", deposited_by: str = "curator", unverified: bool = False,
@@ -465,36 +513,45 @@ class Library:
     def rebuild(self, engine: Engine, *, progress: Progress | None = None) -> int:
         """Re-prefill every stored solution for `engine`'s model, then rebuild its index.
 
-        An artifact of this model prefilled through another graft template than the engine's prompt format's tag
-        is replaced by its re-prefill; one already current is kept as it is.
+        Each solution is deposited again for this engine (`deposit`): its artifact of this
+        fingerprint is kept when current, replaced when it was prefilled through an older graft
+        template (or its file is gone), made when there is none. Which model's row comes first
+        does not matter: repeats are keyed by solution, and each deposit looks only at this
+        engine's artifact of it. An old artifact is removed only after its replacement is stored.
 
         Artifacts of other fingerprints stay (they are never grafted by this engine). Returns
         how many solutions were deposited again (0: the library holds none).
         """
         rows = self.catalog.list_artifacts(include_unverified=True)
-        seen: set[int] = set()
+        solution_ids = list(dict.fromkeys(a.solution_id for a in rows))   # each solution once, oldest first
         done = 0
         if progress:
-            progress(0, len(rows), "")
-        for n, a in enumerate(rows, start=1):
-            if a.solution_id not in seen:
-                seen.add(a.solution_id)
-                sol, prob = self.catalog.get_solution(a.solution_id), self.catalog.get_problem(a.problem_id)
-                if sol is not None and prob is not None:
-                    p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
-                    # One artifact per solution and model: one of an older template makes way for its re-prefill.
-                    stale = a.fingerprint_digest == engine.fingerprint.digest and self._stale_template(a.sha256, engine.prompt_format.tag)
-                    if stale:
-                        self.catalog.remove_artifact(a.sha256)
-                    self.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by,
-                                 unverified=sol.unverified)
-                    if stale:
-                        self.store.remove(a.sha256)
-                    done += 1
+            progress(0, len(solution_ids), "")
+        for n, solution_id in enumerate(solution_ids, start=1):
+            sol = self.catalog.get_solution(solution_id)
+            prob = self.catalog.get_problem(sol.problem_id) if sol is not None else None
+            if sol is not None and prob is not None:
+                p = Problem(id=prob.id, text=prob.text, reference=prob.reference, source=prob.source or "")
+                self.deposit(engine, p, sol.text, sol.answer, deposited_by=sol.deposited_by,
+                             unverified=sol.unverified, index=False)
+                done += 1
             if progress:
-                progress(n, len(rows), a.problem_id)
+                progress(n, len(solution_ids), prob.id if prob is not None else "")
         self.router.rebuild(self.catalog, engine.fingerprint.digest)
         return done
+
+    def repair(self) -> list[str]:
+        """Remove every stored artifact file that no catalog row names (a deposit interrupted between
+        its file and its row, or refused by an older version after writing its file); returns their ids.
+
+        A deposit running meanwhile is safe: it stores its file again if it finds it gone once its
+        row is committed.
+        """
+        removed = []
+        for sha in self.catalog.orphans(self.store.iter_ids()):
+            if self._remove_unnamed(sha):
+                removed.append(sha)
+        return removed
 
     def scan(self, *, progress: Progress | None = None) -> ScanReport:
         """Re-hash every catalogued artifact and compare catalog, store and index; writes nothing.
@@ -523,7 +580,8 @@ class Library:
                 progress(n, len(rows), a.problem_id)
         found.extend(self._contradicted_answers(rows))
         for sha in self.catalog.orphans(self.store.iter_ids()):
-            found.append(Finding(sha, "", "file has no catalog row (interrupted deposit?)"))
+            found.append(Finding(sha, "", "file has no catalog row (interrupted deposit?): "
+                                          "`flywheel library verify --repair` removes it"))
         problem_of = {a.sha256: a.problem_id for a in rows}
         for check in (self.router.check(fp) for fp in sorted({a.fingerprint_digest for a in rows})):
             if check.unreadable:
@@ -593,10 +651,19 @@ class Library:
                                         hint="`flywheel library verify` lists missing files; re-deposit or import them")
         return parse_artifact(data, expected_sha256=sha256)
 
-    def _stale_template(self, sha256: str, tag: str) -> bool:
-        """Whether a stored artifact was prefilled through another graft template than `tag` (the engine's format)."""
+    def _current(self, sha256: str, tag: str) -> bool:
+        """Whether a stored artifact is whole and was prefilled through graft template `tag` (the engine's format's)."""
         data = self.store.get_unchecked(sha256)
-        return data is not None and parse_artifact(data).header.meta.get("template") != tag
+        if data is None:
+            return False
+        try:
+            return parse_artifact(data, expected_sha256=sha256).header.meta.get("template") == tag
+        except ArtifactError:
+            return False
+
+    def _remove_unnamed(self, sha256: str) -> bool:
+        """Remove the stored file `sha256` unless a catalog row names it; True if it was removed."""
+        return not self.catalog.names_artifact(sha256) and self.store.remove(sha256)
 
     def route(self, engine: Engine, problem_text: str, *, members: int | None = None) -> RouteDecision:
         """Route a problem among artifacts of `engine`'s fingerprint (exact, near or none).

@@ -63,7 +63,8 @@ def test_bad_database_url_is_one_line_without_its_password(case: str, where: str
     assert not (tmp_path / "lib").exists()  # nothing was created for a refused command
 
 
-def test_unreachable_database_fails_fast_without_its_password(flywheel: Run) -> None:
+def test_unreachable_database_fails_fast_without_its_password(flywheel: Run, tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()   # a library folder: inspecting a missing one is refused before connecting
     t0 = time.perf_counter()
     proc = flywheel("--db", f"postgresql+psycopg://flywheel:{SECRET}@127.0.0.1:1/catalog?password={SECRET}",
                     "library", "ls")
