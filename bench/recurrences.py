@@ -38,7 +38,6 @@ from flywheel.engine import Engine  # noqa: E402
 from flywheel.errors import DepositRefusedError  # noqa: E402
 from flywheel.library import Library  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, load_problem_set  # noqa: E402
-from flywheel.prompts import TEMPLATE_VERSION  # noqa: E402
 from flywheel.stats import wilson  # noqa: E402
 
 DEFAULT_MODELS = ("gemma3-270m", "smollm2-135m")
@@ -58,6 +57,8 @@ def problems(args: argparse.Namespace) -> list[Problem]:
     out: list[Problem] = []
     for s in seeds(args.seeds):
         out += load_problem_set(f"gen:all?n=1&seed={s}&split={args.split}").problems
+    if args.problems:
+        out += load_problem_set(args.problems).problems
     return out + load_champ()[:args.champ_scan]
 
 
@@ -92,7 +93,8 @@ def run_model(model: str, candidates: list[Problem], args: argparse.Namespace) -
     k, n = sum(r["verified"] for r in rows), len(rows)
     lo, hi = wilson(k, n)
     tokens = [r["decode_tokens"] for r in rows]
-    return {"model": model, "fingerprint": engine.fingerprint.digest, "recurrences": n, "verified": k,
+    return {"model": model, "fingerprint": engine.fingerprint.digest, "template": engine.prompt_format.tag,
+            "device": engine.fingerprint.device_name, "recurrences": n, "verified": k,
             "rate": k / n if n else 0.0, "ci95": [lo, hi], "median_decode_tokens": statistics.median(tokens) if tokens else None,
             "max_decode_tokens": max(tokens, default=None), "decode_tokens": sum(tokens),
             "champ": champ, "wall_seconds": wall, "skipped": skipped,
@@ -107,20 +109,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--champ", type=int, default=10, help="CHAMP recurrences (the first ones the library accepts)")
     ap.add_argument("--champ-scan", type=int, default=40, help="how many CHAMP problems to consider for --champ")
     ap.add_argument("--budget", type=int, default=64, help="decode budget per recurrence")
+    ap.add_argument("--problems", default="", help="another problem set to add (e.g. 'gsm-symbolic:?templates=train&n=1&seed=1')")
     ap.add_argument("--slots", type=int, default=8, help="decode slots")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.champ <= 0:
         args.champ_scan = 0
     candidates = problems(args)
-    out: dict[str, Any] = {"template": TEMPLATE_VERSION, "split": args.split, "seeds": args.seeds,
+    out: dict[str, Any] = {"split": args.split, "seeds": args.seeds, "problems": args.problems,
                            "budget": args.budget, "load_average": list(os.getloadavg()), "models": []}
     for model in args.models.split(","):
         res = run_model(model.strip(), candidates, args)
         out["models"].append(res)
         if not args.json:
             lo, hi = res["ci95"]
-            print(f"{res['model']} (template {TEMPLATE_VERSION}): {res['verified']}/{res['recurrences']} verified "
+            print(f"{res['model']} (template {res['template']}): {res['verified']}/{res['recurrences']} verified "
                   f"({res['rate']:.1%}, Wilson 95% {lo:.1%}-{hi:.1%}; {res['champ']} CHAMP), "
                   f"median {res['median_decode_tokens']} decode tokens (max {res['max_decode_tokens']}), "
                   f"{res['wall_seconds']:.1f} s", flush=True)

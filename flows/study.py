@@ -50,9 +50,12 @@ BASELINES = ("none", "graft")
 
 
 def family_of(problem_id: str, meta: dict[str, str] | None = None) -> str:
-    """The generated family of a problem (its `meta`, else its id `gen-<family>-...`), or `other`."""
+    """The family of a problem: its generated family or GSM-Symbolic template (`meta`), else from its
+    id `gen-<family>-...`, or `other`."""
     if meta and meta.get("family"):
         return meta["family"]
+    if meta and meta.get("template"):
+        return f"template-{meta['template']}"
     parts = problem_id.split("-")
     return parts[1] if len(parts) > 2 and parts[0] == "gen" else "other"
 
