@@ -278,12 +278,13 @@ class Engine:
 
     def encode_prompt(self, pieces: PromptText, *, bos: bool = True) -> list[int]:
         """Token ids of a prompt format's pieces: special-token text is parsed in the format's own
-        `control` pieces only; in data (problem, solution, answer) it stays plain text."""
+        `control` pieces only; in data (problem, solution, answer) it stays plain text. BOS opens the
+        prompt (`bos`) where this engine's format wants the tokenizer's (the plain format does)."""
         ids: list[int] = []
         for piece in pieces:
             if piece.text:
                 ids += self.tokenizer.encode(piece.text, add_special_tokens=False, split_special_tokens=not piece.control)
-        bos_id = self.tokenizer.bos_token_id
+        bos_id = self.tokenizer.bos_token_id if self.prompt_format.bos else None
         return ([bos_id] if bos and bos_id is not None else []) + ids
 
     def decode_text(self, ids: Sequence[int]) -> str:

@@ -56,6 +56,7 @@ class PromptFormat:
 
     name: FormatName
     markers: AnswerMarkers
+    bos: bool = True   # whether the tokenizer's BOS token opens a prompt (a chat template writes its own)
 
     @property
     def tag(self) -> str:
@@ -262,6 +263,7 @@ class ChatFormat(PromptFormat):
 
     name: FormatName = "chat"
     markers: AnswerMarkers = "boxed"
+    bos: bool = False   # the template's head is the whole opening (Qwen's GGUF names <|endoftext|> its BOS)
 
     def __init__(self, scaffold: ChatScaffold, template_sha256: str) -> None:
         self.scaffold = scaffold

@@ -32,6 +32,9 @@ def test_the_packaged_qwen_is_asked_in_its_own_chat_template(qwen: Engine) -> No
     assert fmt.scaffold.to_assistant == "<|im_end|>\n<|im_start|>assistant\n"
     assert fmt.scaffold.head.startswith("<|im_start|>system\n") and fmt.scaffold.head.endswith("<|im_start|>user\n")
     assert qwen.fingerprint.config_sha256 and qwen.model.config.model_type == "qwen2"
+    ids = qwen.encode_prompt(fmt.attempt("What is 2+2?", "solve", grafted=False))
+    # The template's head opens the prompt: no <|endoftext|> (the GGUF's BOS) before it.
+    assert ids[0] != qwen.tokenizer.bos_token_id and qwen.tokenizer.decode(ids[:1]) == "<|im_start|>"
 
 
 def test_grafts_are_byte_exact_on_qwen(qwen: Engine, tmp_path: Path) -> None:
