@@ -50,8 +50,6 @@ class PackagedModel:
     package: str
     prompt_format: str = "plain"        # plain | chat (flywheel.prompts)
     budget: int = config.DEFAULT_BUDGET  # decode tokens per attempt when a command is not told
-    slots: int = 16                      # decode slots when not told
-    temperature: float = 0.7             # sampling temperature of attempts after the first
 
 
 #: The profile of a model no registered profile names (a local directory, a cached hub id).

@@ -79,3 +79,31 @@ def test_a_weights_file_is_hashed_once_and_again_when_it_changes(tmp_path: Path,
     changed = Engine.load(str(path), progress=False).fingerprint
     assert len(reads) == 2 and changed.weights_sha256 != first.weights_sha256
     assert changed.digest != first.digest
+
+
+def test_a_profile_names_its_format_and_budget_and_a_prepared_directory_keeps_its_profile(tmp_path: Path) -> None:
+    from flywheel import config
+
+    qwen = modelzoo.profile_of("qwen2.5-coder-0.5b")
+    assert (qwen.prompt_format, qwen.budget) == ("chat", 512)
+    assert modelzoo.profile_of("qwen2.5-coder-1.5b").prompt_format == "chat"
+    assert (modelzoo.profile_of("gemma3-270m").prompt_format, modelzoo.profile_of("gemma3-270m").budget) == \
+        ("plain", config.DEFAULT_BUDGET)
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "flywheel-prepared.json").write_text(json.dumps({"name": "qwen2.5-coder-0.5b"}))
+    assert modelzoo.profile_of(str(prepared)) is qwen                  # a copied prepared dir is still the Qwen
+    assert modelzoo.profile_of(str(tmp_path)).prompt_format == "plain"  # any other directory: plain
+
+
+def test_chunks_that_do_not_assemble_to_the_published_file_are_refused(tmp_path: Path) -> None:
+    """A chunk set whose concatenation is not the pinned size and SHA-256 is refused, naming both."""
+    import dataclasses
+
+    wrong = dataclasses.replace(modelzoo.QWEN_05B, sha256="0" * 64)
+    with pytest.raises(ModelError, match="expected 491,400,064 bytes"):
+        wrong.assemble(tmp_path)
+    missing = dataclasses.replace(modelzoo.QWEN_05B, package="no-such-weights-part")
+    with pytest.raises(ModelError, match="not installed") as err:
+        missing.assemble(tmp_path)
+    assert "--no-deps" in (err.value.hint or "")

@@ -37,7 +37,6 @@ from click.testing import CliRunner  # noqa: E402
 
 import verifiers  # noqa: E402
 from flywheel import config, errors  # noqa: E402
-from flywheel import library as library_module  # noqa: E402
 from flywheel.cli import error_text, main  # noqa: E402
 from flywheel.engine import Engine  # noqa: E402
 from flywheel.errors import (  # noqa: E402
@@ -49,7 +48,7 @@ from flywheel.errors import (  # noqa: E402
 from flywheel.kv import parse_artifact  # noqa: E402
 from flywheel.library import Library  # noqa: E402
 from flywheel.problemsets import Problem  # noqa: E402
-from flywheel.prompts import TEMPLATE_VERSION  # noqa: E402
+from flywheel.prompts import TEMPLATE_VERSION, PlainFormat  # noqa: E402
 from verifiers import VerifierConfig  # noqa: E402
 
 SOLVE = Problem(id="lin", text="Solve for x: x + 1 = 3")          # verified by substitution: x = 2
@@ -221,7 +220,7 @@ def test_5_library_verify_repair_removes_a_file_no_row_names(lib: Library, tiny_
 def test_5_rebuild_keeps_the_old_artifact_when_its_replacement_cannot_be_stored(
         lib: Library, tiny_gemma: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as m:
-        m.setattr(library_module, "TEMPLATE_VERSION", "v0")
+        m.setattr(PlainFormat, "tag", property(lambda self: "v0"))
         old = lib.deposit(tiny_gemma, Problem(id="six", text="What is 2*3?", reference="6"), "2*3=6", "6")
 
     def refused(*args: object, **kw: object) -> object:
@@ -243,7 +242,7 @@ def test_6_rebuild_replaces_this_models_stale_artifact_whichever_models_row_come
     six = Problem(id="six", text="What is 2*3?", reference="6")
     other_model = lib.deposit(tiny_llama, six, "2*3=6", "6")            # the first row rebuild meets
     with monkeypatch.context() as m:
-        m.setattr(library_module, "TEMPLATE_VERSION", "v0")
+        m.setattr(PlainFormat, "tag", property(lambda self: "v0"))
         stale = lib.deposit(tiny_gemma, six, "2*3=6", "6")
     assert lib.rebuild(tiny_gemma) == 1
     mine = lib.catalog.list_artifacts(tiny_gemma.fingerprint.digest)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from flywheel import library as library_module
 from flywheel.attempt import run_attempt
 from flywheel.bundle import export_bundle, import_bundle
 from flywheel.engine import Engine
@@ -20,7 +19,7 @@ from flywheel.errors import BundleRefusedError, TemplateMismatchError
 from flywheel.kv import parse_artifact
 from flywheel.library import Library
 from flywheel.problemsets import Problem
-from flywheel.prompts import RECAPS, TEMPLATE_VERSION, attempt_suffix, graft_prefix
+from flywheel.prompts import RECAPS, TEMPLATE_VERSION, PlainFormat, attempt_suffix, graft_prefix
 
 SIX = Problem(id="six", text="What is 2*3?", reference="6")
 
@@ -34,7 +33,7 @@ def lib(tmp_path: Path) -> Iterator[Library]:
 def old_deposit(lib: Library, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> str:
     """Deposit SIX as a build of an older template would have (its version recorded as `v0`)."""
     with monkeypatch.context() as m:
-        m.setattr(library_module, "TEMPLATE_VERSION", "v0")
+        m.setattr(PlainFormat, "tag", property(lambda self: "v0"))
         return lib.deposit(engine, SIX, "2*3=6", "6").artifact_sha256
 
 

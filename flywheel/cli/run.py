@@ -19,7 +19,8 @@ from flywheel.errors import FlywheelError, InputError, LibraryError
 
 #: Options left unset take the flow's defaults (`flows.run.RunConfig`, which reads them from
 #: `flywheel.config`); flows are imported lazily so `flywheel --help` stays fast.
-_BUDGET_HELP = f"Decode-token budget per attempt (default {config.DEFAULT_BUDGET})."
+_BUDGET_HELP = (f"Decode-token budget per attempt (default: the model profile's, {config.DEFAULT_BUDGET} for "
+                "gemma3-270m and smollm2-135m, 512 for the Qwen2.5-Coder models).")
 
 
 def _schedule_options(f: Any) -> Any:
@@ -156,6 +157,10 @@ def _config(ctx: click.Context, **kw: Any) -> Any:
     from flows.run import RunConfig
 
     s = settings_of(ctx)
+    if kw.get("budget", 0) is None:   # not given: the model profile's own (a chat model reasons at length)
+        from flywheel import modelzoo
+
+        kw["budget"] = modelzoo.profile_of(s.model).budget
     cfg = RunConfig(model=s.model, library=str(s.library), db_url=s.db_url,
                     **{k: v for k, v in kw.items() if v is not None})
     _start_prefect()   # the options are valid: the server boots while `_preflight` loads the model
