@@ -262,7 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     items = problems(args.problems)
     texts = [p.text for p in items]
     rows: list[dict[str, Any]] = []
-    dtypes = ["float32", "bfloat16"] if args.bf16 else ["float32"]
+    from flywheel.decode import onednn_dtype_problem
+
+    bf16_problem = onednn_dtype_problem(torch.bfloat16) if args.bf16 else None
+    if bf16_problem and not args.json:
+        print(f"bfloat16 not measured: this CPU cannot run it in the batched step ({bf16_problem})", flush=True)
+    dtypes = ["float32", "bfloat16"] if args.bf16 and not bf16_problem else ["float32"]
     limits: dict[str, dict[str, float]] = {}
     for dtype in dtypes:
         engine = Engine.load(args.model, EngineSettings(dtype=dtype), progress=False)  # type: ignore[arg-type]
@@ -307,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                "llama_cpp_tokens_per_s": next((r["tokens_per_s"] for r in rows if r["config"] == "llama.cpp"), None),
                "llama_cpp_batched_tokens_per_s": {str(r["llama_cpp_slots"]): r["tokens_per_s"] for r in rows
                                                   if r.get("llama_cpp_slots")},
-               "bf16_answers": compare_answers(items, rows)}
+               "bf16_answers": compare_answers(items, rows), "bf16_unsupported": bf16_problem}
     if args.json:
         print(json.dumps(summary))
     else:

@@ -408,6 +408,17 @@ def _linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 
+def onednn_dtype_problem(dtype: torch.dtype) -> str | None:
+    """Why oneDNN's linear cannot run `dtype` on this CPU (bf16 needs AVX512-BF16-class or AVX-NE-CONVERT
+    support; AVX2-only hosts have neither), or None when it can."""
+    try:
+        w = torch.zeros(2, 2, dtype=dtype).to_mkldnn()
+        torch._C._nn.mkldnn_linear(torch.zeros(2, 2, dtype=dtype).to_mkldnn(), w, None)
+    except RuntimeError as err:
+        return str(err).splitlines()[0]
+    return None
+
+
 def _install_onednn_linears(engine: Engine) -> None:
     """Give every `nn.Linear` of the model a oneDNN weight copy and a forward that uses it in a step.
 
@@ -420,6 +431,10 @@ def _install_onednn_linears(engine: Engine) -> None:
     if not torch.backends.mkldnn.is_available():
         raise InputError("batched decoding needs PyTorch built with oneDNN (mkldnn)",
                          hint="install the project's pinned torch build (make install)")
+    why = onednn_dtype_problem(engine.model.dtype)
+    if why:
+        raise InputError(f"batched decoding in {str(engine.model.dtype).removeprefix('torch.')} is not possible "
+                         f"on this CPU: {why}", hint="use --dtype float32 here")
     with engine.lock, torch.inference_mode():
         if getattr(engine.model, "_flywheel_onednn", False):   # another thread converted it meanwhile
             return

@@ -42,8 +42,14 @@ class _Proc:
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         env.setdefault("OMP_NUM_THREADS", "1")
+        python = sys.executable
+        if not os.access(python, os.X_OK) and os.path.exists("/proc/self/exe"):
+            # This user cannot reach the interpreter by its path (a venv linking into another user's
+            # private folder): start the very binary this process runs, with this process's import path.
+            python = "/proc/self/exe"
+            env["PYTHONPATH"] = os.pathsep.join([root, *(p for p in sys.path if p and os.path.isdir(p))])
         self.p = subprocess.Popen(  # noqa: S603 - fixed argv, our own module
-            [sys.executable, "-m", "verifiers.worker", str(memory_mb)],
+            [python, "-m", "verifiers.worker", str(memory_mb)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True, start_new_session=True,
         )

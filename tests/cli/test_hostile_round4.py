@@ -62,10 +62,11 @@ def test_db_naming_another_librarys_catalog_is_one_line_and_changes_nothing(tiny
     deposit = ("deposit", "--problem", "What is 2+3?", "--solution", "2+3=5", "--answer", "5", "--reference", "5")
     assert flywheel("--library", str(a), *deposit).returncode == 0
     a_db = f"sqlite:///{a / 'catalog.db'}"
+    b.mkdir()   # an (empty) library folder: inspecting a missing one is refused before any catalog is read
     for args in (("library", "ls"), deposit):   # read-only and writing
         err = clean_error(flywheel("--library", str(b), "--db", a_db, *args), 2)
         assert "belongs to another library" in err and "--db" in err
-    assert not b.exists()
+    assert list(b.iterdir()) == []
     assert catalog_rows(a, "SELECT count(*) FROM solutions") == [(1,)]
     moved = tmp_path / "moved"
     a.rename(moved)                                   # a library moved with its catalog keeps working
