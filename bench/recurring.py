@@ -47,7 +47,7 @@ from flows.demo import write_set  # noqa: E402
 from flywheel import config, modelzoo  # noqa: E402
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many  # noqa: E402
 from flywheel.energy import EnergyMeter, Reading  # noqa: E402
-from flywheel.engine import Engine  # noqa: E402
+from flywheel.engine import Engine, EngineSettings  # noqa: E402
 from flywheel.library import Library  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, set_hash  # noqa: E402
 
@@ -273,7 +273,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     rule = selection_rule(args.budget_total, args.attempt_budget)
     print(f"selection rule (fixed before running): {json.dumps(rule)}", flush=True)
     champ = load_champ()
-    engine = Engine.load(model)
+    engine = Engine.load(model, EngineSettings(device=args.device))
     meter = EnergyMeter(device=engine.settings.device)
     state = Path(args.state) if args.state else default_state(model, args.budget_total, args.attempt_budget)
     log = ScanLog(state, {"rule": rule, "model": model, "fingerprint": engine.fingerprint.digest,
@@ -365,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="--paper-scale: the scan's log (JSON lines, appended as each problem is judged; a rerun "
                         "resumes from it). Default bench/results/paper-scale-MODEL-TOTAL-ATTEMPT.scan.jsonl")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
+    p.add_argument("--device", default="cpu", help="--paper-scale: cpu or cuda (the fingerprint records it; "
+                                                    "a log written on one device is not resumed on another)")
     args = p.parse_args(argv)
     result = paper_scale(args) if args.paper_scale else run(args)
     if args.out:
