@@ -113,35 +113,30 @@ def database_url(library: Path, explicit: str | None = None) -> str:
     return f"sqlite:///{path}"
 
 
-def model_cache_dir() -> Path:
-    """Where prepared (dequantized) models live, shared by every library on this machine."""
-    value = os.environ.get(ENV_MODEL_CACHE)
+def _cache_dir(env: str, leaf: str) -> Path:
+    """`$env` when set (a folder, created if missing), else `~/.cache/kv-flywheel/<leaf>` (under `XDG_CACHE_HOME`)."""
+    value = os.environ.get(env)
     if value:
         path = Path(value)
         if path.exists() and not path.is_dir():
             from flywheel.errors import InputError
 
-            raise InputError(f"{ENV_MODEL_CACHE}={value!r} is not a folder",
-                             hint=f"point {ENV_MODEL_CACHE} at a folder (it is created if missing), or unset it")
+            raise InputError(f"{env}={value!r} is not a folder",
+                             hint=f"point {env} at a folder (it is created if missing), or unset it")
         return path
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kv-flywheel" / "models"
+    return Path(base) / "kv-flywheel" / leaf
+
+
+def model_cache_dir() -> Path:
+    """Where prepared (dequantized) models live, shared by every library on this machine."""
+    return _cache_dir(ENV_MODEL_CACHE, "models")
 
 
 def problem_cache_dir() -> Path:
     """Where generated problem sets are cached (GSM-Symbolic instances), shared like the model cache:
     `FLYWHEEL_PROBLEM_CACHE`, else `~/.cache/kv-flywheel/problems` (under `XDG_CACHE_HOME` when set)."""
-    value = os.environ.get(ENV_PROBLEM_CACHE)
-    if value:
-        path = Path(value)
-        if path.exists() and not path.is_dir():
-            from flywheel.errors import InputError
-
-            raise InputError(f"{ENV_PROBLEM_CACHE}={value!r} is not a folder",
-                             hint=f"point {ENV_PROBLEM_CACHE} at a folder (it is created if missing), or unset it")
-        return path
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kv-flywheel" / "problems"
+    return _cache_dir(ENV_PROBLEM_CACHE, "problems")
 
 
 # --- validation (called before anything heavy starts: Prefect, a model, a catalog) ---------------
