@@ -205,6 +205,31 @@ def arms_report(results: dict[str, dict[str, Any]], order: Sequence[str],
     return report
 
 
+#: GSM-Symbolic's template split as transfer: an instance of a train template is `near` (a verified sibling
+#: may be in the library), one of a held-out template is `far` (no sibling can be).
+TRANSFER_OF_SPLIT = {"train": "near", "heldout": "far"}
+
+
+def transfer_report(results: dict[str, dict[str, Any]], order: Sequence[str],
+                    meta: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """`arms_report` on the near and the far held-out problems apart (problems whose `meta` names a `split`),
+    with each arm's greedy decode tokens on that part; empty when no problem names its split."""
+    kind = {pid: TRANSFER_OF_SPLIT.get((meta.get(pid) or {}).get("split", ""), "") for pid in order}
+    out: dict[str, Any] = {}
+    for name in ("near", "far"):
+        ids = [pid for pid in order if kind[pid] == name]
+        if not ids:
+            continue
+        part = arms_report(results, ids, {pid: name for pid in ids})
+        for arm, res in results.items():
+            rows = {r["problem_id"]: r for r in res["summaries"][0]["results"]}
+            part["accuracy"][arm]["decode_tokens"] = sum(rows[pid]["decode_tokens"] for pid in ids if pid in rows)
+            part["accuracy"][arm]["routes"] = {k: sum(rows[pid]["route"] == k for pid in ids if pid in rows)
+                                               for k in ROUTE_KINDS}
+        out[name] = part
+    return out
+
+
 def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.STUDY_PASSES,
               curated: int = config.STUDY_CURATED, arms: Sequence[str] = DEFAULT_ARMS, samples: int = 1,
               sampled_arms: Sequence[str] | None = None,
@@ -281,6 +306,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         "heldout": held,
         "families": {fam: paired(pairs) for fam, pairs in sorted(per_family.items())},
         "arms": arms_report(results, order, family),
+        "transfer": transfer_report(results, order, meta),
         "library_growth": [{"pass": 0, "artifacts": len(seeded)}] + [
             {"pass": p["pass"], "artifacts": len(seeded) + sum(q["self_deposits"] for q in pass_rows[:p["pass"]])}
             for p in pass_rows],

@@ -387,6 +387,11 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     for fam, f in out["families"].items():
         click.echo(f"  {fam:>10}: {f['without_graft']['correct']}/{f['n']} -> {f['with_graft']['correct']}/{f['n']}"
                    f" (p = {f['mcnemar_p']:.3g})", err=as_json)
+    for kind, part in out["transfer"].items():   # GSM-Symbolic: instances of train (near) / held-out (far) templates
+        for arm, acc in part["accuracy"].items():
+            a = acc["pass@1"]
+            click.echo(f"{kind} transfer, arm {arm}: pass@1 {a['correct']}/{a['n']} ({a['ci95'][0]:.0%}-"
+                       f"{a['ci95'][1]:.0%}), {acc['decode_tokens']:,} decode tokens", err=as_json)
     for arm, acc in out["arms"]["accuracy"].items():
         measures = ", ".join(f"{m} {a['correct']}/{a['n']} ({a['ci95'][0]:.0%}-{a['ci95'][1]:.0%})"
                              for m, a in acc.items() if isinstance(a, dict))

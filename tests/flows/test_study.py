@@ -145,3 +145,31 @@ def test_only_the_sampled_arms_run_sampled(tiny_gemma: Engine, lib_dir: Path, tm
     assert set(acc["none"]) == {"pass@1", "decode_tokens", "run_ids"} and len(acc["none"]["run_ids"]) == 1
     assert acc["graft"]["pass@2"]["correct"] == 1 and out["inputs"]["sampled_arms"] == ["graft"]
     assert {(c["arm"], c["against"], c["measure"]) for c in out["arms"]["comparisons"]} == {("graft", "none", "pass@1")}
+
+
+def test_transfer_splits_heldout_by_template_split_into_near_and_far() -> None:
+    from flows.study import transfer_report
+
+    def summary(verified: dict[str, bool], tokens: dict[str, int], route: str) -> dict[str, object]:
+        return {"totals": {"decode_tokens": sum(tokens.values())}, "run_id": route,
+                "results": [{"problem_id": p, "verified": v, "decode_tokens": tokens[p], "route": route}
+                            for p, v in verified.items()]}
+
+    order = ["a", "b", "c", "d"]
+    meta = {"a": {"split": "train"}, "b": {"split": "train"}, "c": {"split": "heldout"}, "d": {}}
+    none = {"a": False, "b": False, "c": True, "d": True}
+    graft = {"a": True, "b": True, "c": True, "d": False}
+    results = {"none": {"outcomes": {"pass@1": none}, "summaries": [summary(none, dict.fromkeys(order, 100), "none")]},
+               "graft": {"outcomes": {"pass@1": graft},
+                         "summaries": [summary(graft, {"a": 5, "b": 7, "c": 90, "d": 80}, "near")]}}
+    out = transfer_report(results, order, meta)
+
+    assert set(out) == {"near", "far"}                       # `d` names no split: in neither part
+    near, far = out["near"], out["far"]
+    assert near["accuracy"]["none"]["pass@1"]["correct"] == 0 and near["accuracy"]["graft"]["pass@1"]["correct"] == 2
+    assert near["accuracy"]["graft"]["decode_tokens"] == 12 and near["accuracy"]["none"]["decode_tokens"] == 200
+    assert near["accuracy"]["graft"]["routes"]["near"] == 2
+    (c,) = near["comparisons"]
+    assert (c["arm"], c["only_with"], c["only_without"], c["n"]) == ("graft", 2, 0, 2)
+    assert far["accuracy"]["graft"]["pass@1"]["n"] == 1 and far["accuracy"]["graft"]["decode_tokens"] == 90
+    assert transfer_report(results, order, {}) == {}         # sets without a split: no transfer part
