@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
 
-from flywheel.cli.common import echo_json, settings_of
+from flywheel.cli.common import echo_json, progress_display, settings_of
 from flywheel.errors import FlywheelError, InputError, LibraryError
 from flywheel.terminal import printable
-
-if TYPE_CHECKING:
-    from flywheel.domain import Progress
 
 
 def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped-def]
@@ -40,26 +34,6 @@ def _open(ctx: click.Context, *, write: bool = True):  # type: ignore[no-untyped
             return Library.open(s.library, s.db_url, read_only=True)
     validate_library_path(s.library, write=True)
     return Library.open(s.library, s.db_url)
-
-
-@contextmanager
-def _progress(label: str, *, show_pos: bool = False) -> Iterator[Progress]:
-    """A `Progress` callback drawing a bar on stderr; the bar opens at the first call."""
-    bar: Any = None
-
-    def update(done: int, total: int | None, note: str) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = click.progressbar(length=total, label=label, file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
-                                    show_pos=show_pos)
-            bar.__enter__()
-        bar.update(done - bar.pos)
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
 
 
 def _engine(ctx: click.Context):  # type: ignore[no-untyped-def]
@@ -111,7 +85,7 @@ def deposit(ctx: click.Context, problem: str | None, solution: str | None, answe
 
     validate_library_path(settings_of(ctx).library, write=True)  # before minutes of model loading
     engine = _engine(ctx)
-    with _open(ctx) as lib, _progress("depositing", show_pos=True) as progress:
+    with _open(ctx) as lib, progress_display("depositing") as progress:
         batch = lib.deposit_many(engine, rows, source=str(file.name) if file else "curator",
                                  deposited_by="curator:cli", unverified=unverified, progress=progress)
     results = [{"line": d.line, "problem_id": d.result.problem_id, "artifact": d.result.artifact_sha256,
@@ -226,7 +200,7 @@ def scan(ctx: click.Context, as_json: bool, repair: bool) -> None:
       flywheel library verify
       flywheel library verify --repair
     """
-    with _open(ctx, write=repair) as lib, _progress("verifying") as progress:
+    with _open(ctx, write=repair) as lib, progress_display("verifying", show_pos=False) as progress:
         for sha in lib.repair() if repair else []:
             click.echo(f"removed {sha[:16]}: its file had no catalog row", err=True)
         scan = lib.scan(progress=progress)
@@ -310,7 +284,7 @@ def rebuild(ctx: click.Context) -> None:
       flywheel --model smollm2-135m library rebuild
     """
     engine = _engine(ctx)
-    with _open(ctx) as lib, _progress("rebuilding") as progress:
+    with _open(ctx) as lib, progress_display("rebuilding", show_pos=False) as progress:
         done = lib.rebuild(engine, progress=progress)
     if not done:
         raise InputError("the library holds no solutions to rebuild")

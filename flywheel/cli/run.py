@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from flywheel import config
-from flywheel.cli.common import echo_json, settings_of
+from flywheel.cli.common import echo_json, progress_display, settings_of
 from flywheel.domain import ROUTE_KINDS, Progress
 from flywheel.errors import FlywheelError, InputError, LibraryError
 
@@ -83,28 +83,17 @@ def _prefect_handlers() -> list[logging.Handler]:
 
 @contextmanager
 def _progress() -> Iterator[Progress]:
-    """The command's `Progress` callback: a bar on stderr, opened at the first finished problem."""
-    bar: Any = None
-
-    def progress(done: int, total: int | None, note: str) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = click.progressbar(length=total, label="solving", file=click.get_text_stream("stderr"),  # type: ignore[operator]  # click 8.5 stub
-                                    item_show_func=lambda _: note, show_pos=True)
-            bar.__enter__()
-        bar.update(1)
-
+    """The command's `Progress` callback: a bar on stderr (lines when piped, one at least every 30 s)."""
     quiet = _UserErrorsUnlogged()
     handlers = _prefect_handlers()
     for h in handlers:
         h.addFilter(quiet)
     try:
-        yield progress
+        with progress_display("solving", show_note=True) as progress:
+            yield progress
     finally:
         for h in handlers:
             h.removeFilter(quiet)
-        if bar is not None:
-            bar.__exit__(None, None, None)
 
 
 def _check_sets(*specs: str | None) -> None:

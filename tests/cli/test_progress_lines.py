@@ -1,0 +1,37 @@
+"""Piped output of a long command: progress lines, and a `still ...` line while one step takes long."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from flywheel.cli.common import progress_display
+
+
+def _lines_within(capsys: pytest.CaptureFixture[str], seen: list[str], want: str, deadline_s: float) -> list[str]:
+    """Collect stderr lines until one contains `want` or the deadline passes (polling, not a fixed sleep)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        seen += capsys.readouterr().err.splitlines()
+        if any(want in line for line in seen):
+            return seen
+        time.sleep(0.02)
+    return seen
+
+
+def test_piped_progress_says_how_far_and_never_stays_silent_past_its_heartbeat(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[str] = []
+    with progress_display("solving", show_note=True, heartbeat_s=0.3) as progress:
+        _lines_within(capsys, seen, "still solving: started", 10)
+        assert any("still solving: started" in line for line in seen)      # before the first problem finished
+        progress(1, 3, "p-1")
+        progress(2, 3, "p-2")                                                 # within a third of a beat: folded
+        seen += capsys.readouterr().err.splitlines()
+        assert seen[-1].endswith("solving: 1/3 (p-1)") and not any("2/3" in line for line in seen)
+        _lines_within(capsys, seen, "still solving: 2/3 (p-2)", 10)     # a long third problem: not silence
+        assert any("still solving: 2/3 (p-2)" in line for line in seen)
+        progress(3, 3, "p-3")                                                 # the last one: always said
+    seen += capsys.readouterr().err.splitlines()
+    assert seen[-1].endswith("solving: 3/3 (p-3)") and seen[-1].startswith("[")
