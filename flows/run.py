@@ -57,7 +57,7 @@ from flows.tasks import (
     route_problem,
     verify,
 )
-from flywheel import calculator, config, grounding
+from flywheel import config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, PlannedAttempt, solve_many
 from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
 from flywheel.domain import Progress, RouteDecision
@@ -163,6 +163,10 @@ class RunConfig(BaseModel):
     def near_members(self) -> int:
         """Related verified solutions grafted together on a near route (the router's setting)."""
         return self.router.near_members
+
+    def schedule(self) -> DecodeSchedule:
+        """The decode schedule this pass runs and records (`DecodeSchedule.of_run`: the one builder)."""
+        return DecodeSchedule.of_run(self.slots, self.dtype, calculator=self.calculator, grounding=self.grounding)
 
     def settings(self) -> dict[str, Any]:
         """The router, energy and verifier settings as plain JSON values: what the catalog records per run.
@@ -275,7 +279,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
     model_seconds = 0.0
     finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
     try:
-        for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots,
+        for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots, schedule=cfg.schedule(),
                                          meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock):
             model_seconds += result.wall_seconds
             ledger.settle(granted=result.budget, used=result.decode_tokens)
@@ -436,11 +440,9 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     if window and cfg.budget > window:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
                          hint=f"a decode budget of at most {window:,} tokens")
-    schedule = DecodeSchedule(cfg.slots, dtype=cfg.dtype,
-                              calculator=calculator.CALCULATOR if cfg.calculator else None,
-                              grounding=grounding.GROUNDING if cfg.grounding else None).to_dict()
+    schedule = cfg.schedule()
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
-                    attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule,
+                    attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule.to_dict(),
                     settings=cfg.settings(), verifier=cfg.verifier)
     lib = env.open_library()
     starter = seed_starter(env) if cfg.starter and not cfg.no_graft else []
@@ -470,7 +472,7 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     summary["starter"] = {"deposited": starter, "deposited_by": STARTER}
     summary["timing"] = {"wall_seconds": time.perf_counter() - started, "model_seconds": model_seconds,
                          "task_runner": cfg.task_runner, "workers": workers,
-                         "schedule": schedule, "breakdown": clock.snapshot()}
+                         "schedule": schedule.to_dict(), "breakdown": clock.snapshot()}
     summary["savings"] = publish_run.savings_of(lib, run_id)   # the report's named figures for this run
     publish_run.publish(summary)
     return summary

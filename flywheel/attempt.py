@@ -23,6 +23,7 @@ from flywheel.decode import (
     BatchDecoder,
     DecodeOutcome,
     DecodeRequest,
+    DecodeSchedule,
     Prompt,
     StopReason,
 )
@@ -266,8 +267,8 @@ class AttemptJob:
 
 
 def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob], *,
-               slots: int = DEFAULT_SLOTS, meter: EnergyMeter | None = None,
-               progress: Progress | None = None,
+               slots: int = DEFAULT_SLOTS, schedule: DecodeSchedule | None = None,
+               meter: EnergyMeter | None = None, progress: Progress | None = None,
                clock: PhaseClock | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
     """Attempt every job's attempts on `slots` decode slots; yields (job, attempt index, result) as each ends.
 
@@ -278,9 +279,10 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
     its share of the energy: its graft and prefill split over its forks, each decode step split
     over the rows the slots fed. With `clock`, the seconds spent restoring grafts (`prepare`),
     prefilling prompts in the steps (`prefill`), in the rest of the decoder's steps, token picks
-    and slot admissions are added to it as the run ends.
+    and slot admissions are added to it as the run ends. `schedule` (`DecodeSchedule.of_run`) names
+    the tools the jobs may use; without it, none (a job asking for the calculator or grounding is refused).
     """
-    decoder = BatchDecoder(engine, slots)
+    decoder = BatchDecoder(engine, slots, schedule=schedule)
     source: list[str] = []
 
     def metered(fn: Callable[[], _T]) -> tuple[_T, float]:

@@ -89,6 +89,9 @@ DEFAULT_SLOTS = 16
 StopReason = Literal["stop", "eos", "budget"]
 
 
+_CALCULATOR, _GROUNDING = calculator.CALCULATOR, grounding.GROUNDING   # the schedule's names for both tools
+
+
 @dataclass(frozen=True)
 class DecodeSchedule:
     """What a slot's decoded tokens depend on, beyond the engine fingerprint and each request's seed.
@@ -106,6 +109,13 @@ class DecodeSchedule:
 
     #: The fields a run must share with its recorded schedule to be resumed.
     RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler", "calculator", "grounding")
+
+    @classmethod
+    def of_run(cls, slots: int, dtype: str, *, calculator: bool, grounding: bool) -> DecodeSchedule:
+        """The one place a schedule is built: what a pass records, `verify-graft --slots` reports,
+        and replay and resume compare (`RESULT_KEYS`). The decoder refuses requests outside it."""
+        return cls(slots, KERNEL_PATH, dtype, SAMPLER, _CALCULATOR if calculator else None,
+                   _GROUNDING if grounding else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype, "sampler": self.sampler,
@@ -544,12 +554,15 @@ class BatchDecoder:
         'stop'
     """
 
-    def __init__(self, engine: Engine, slots: int = DEFAULT_SLOTS) -> None:
+    def __init__(self, engine: Engine, slots: int = DEFAULT_SLOTS, *, schedule: DecodeSchedule | None = None) -> None:
         if slots < 1:
             raise InputError(f"--slots must be at least 1, got {slots}")
         self.engine = engine
         self.slots = slots
-        self.schedule = DecodeSchedule(slots, KERNEL_PATH, engine.settings.dtype, SAMPLER)
+        self.schedule = schedule or DecodeSchedule.of_run(slots, engine.settings.dtype, calculator=False, grounding=False)
+        if (self.schedule.slots, self.schedule.dtype) != (slots, engine.settings.dtype):
+            raise ValueError(f"schedule {self.schedule.to_dict()} is not this decoder's "
+                             f"({slots} slots, {engine.settings.dtype})")
         self._eos = engine.eos_ids
         self._has_equals: dict[int, bool] = {}   # token id -> its text contains "=" (the calculator's trigger)
         _install_onednn_linears(engine)
@@ -585,6 +598,7 @@ class BatchDecoder:
                     if req is None:
                         exhausted = True
                         break
+                    self._check_in_schedule(req)
                     if req.budget <= 0:          # nothing to decode: finished at admission
                         finished += 1
                         yield DecodeOutcome(req.tag, [], "budget", i, 0.0)
@@ -730,6 +744,15 @@ class BatchDecoder:
                 chosen[i] = token if a is None or a.request.grounding is None else self._ground(a, logits[i], token)
         self.pick_seconds += time.perf_counter() - t0
         return chosen
+
+    def _check_in_schedule(self, req: DecodeRequest) -> None:
+        """A request may use a tool only if the schedule names it: the schedule is what gets recorded."""
+        if req.calculator and self.schedule.calculator is None:
+            raise ValueError("a request hands arithmetic to the calculator, but this decoder's schedule has none "
+                             "(build it with DecodeSchedule.of_run(..., calculator=True))")
+        if req.grounding is not None and self.schedule.grounding is None:
+            raise ValueError("a request is grounded, but this decoder's schedule has no grounding "
+                             "(build it with DecodeSchedule.of_run(..., grounding=True))")
 
     def _ground(self, a: _Active, row: torch.Tensor, token: int) -> int:
         """`token`, or when the grounding rules refuse it, the slot's next pick from its row without it.

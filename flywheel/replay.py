@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many
 from flywheel.calculator import CALCULATOR
 from flywheel.catalog.records import bounded_text
-from flywheel.decode import KERNEL_PATH
+from flywheel.decode import KERNEL_PATH, DecodeSchedule
 from flywheel.errors import FlywheelError, InputError, LibraryError
 from flywheel.grounding import GROUNDING
 from flywheel.problemsets import Problem
@@ -139,7 +139,8 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
         job = AttemptJob(problem, row.route, row.grafted_artifact_sha,  # type: ignore[arg-type]
                          [PlannedAttempt(row.attempt_index, row.budget, row.seed)], temperature,
                          calculator=tool is not None, grounding=rules is not None)
-        _, _, result = next(solve_many(engine, library, [job], slots=1))
+        _, _, result = next(solve_many(engine, library, [job], slots=1, schedule=DecodeSchedule.of_run(
+            1, engine.settings.dtype, calculator=tool is not None, grounding=rules is not None)))
         answered = problem.check_output(result.text, result.mode, config=verifier, markers=result.markers)
         verdict = answered.verdict
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,

@@ -9,9 +9,14 @@ import pytest
 import torch
 
 from flywheel import calculator
-from flywheel.decode import BatchDecoder, DecodeRequest
+from flywheel.decode import BatchDecoder, DecodeRequest, DecodeSchedule
 from flywheel.engine import Engine, StopRule
 from flywheel.sampling import pick_tokens
+
+
+def _decoder(eng: Engine, slots: int) -> BatchDecoder:
+    """A decoder whose schedule names the tool these tests use (a request outside it is refused)."""
+    return BatchDecoder(eng, slots, schedule=DecodeSchedule.of_run(slots, eng.settings.dtype, calculator=True, grounding=False))
 
 
 @pytest.mark.parametrize(("text", "forced"), [
@@ -30,6 +35,8 @@ from flywheel.sampling import pick_tokens
     ("<<6*7=", "42"),                                    # GSM8K's annotation
     ("The answer is 12.\n\n3 + 4 =", " 7"),
 ])
+
+
 def test_the_result_of_a_trailing_expression_is_exact(text: str, forced: str) -> None:
     assert calculator.complete(text) == forced
 
@@ -82,8 +89,8 @@ def _request(eng: Engine, tag: str, *, calc: bool, temperature: float = 0.0, see
 
 def test_the_decoder_feeds_the_result_and_counts_it_apart(tiny_gemma: Engine) -> None:
     eng = _scripted(tiny_gemma, "Sum: 2 + 3 = 7 apples")   # the "model" slips: 7
-    with_tool = {o.tag: o for o in BatchDecoder(eng, 2).run([_request(eng, "me", calc=True)])}["me"]
-    without = {o.tag: o for o in BatchDecoder(eng, 2).run([_request(eng, "me", calc=False)])}["me"]
+    with_tool = {o.tag: o for o in _decoder(eng, 2).run([_request(eng, "me", calc=True)])}["me"]
+    without = {o.tag: o for o in _decoder(eng, 2).run([_request(eng, "me", calc=False)])}["me"]
     assert eng.decode_text(without.tokens) == "Sum: 2 + 3 = 7 apples" and without.tool_tokens == 0
     assert eng.decode_text(with_tool.tokens) == "Sum: 2 + 3 = 5 apples"
     assert with_tool.tool_tokens == len(eng.encode(" 5", bos=False))
@@ -96,7 +103,7 @@ def test_forced_tokens_never_change_a_neighbours_bits(tiny_gemma: Engine) -> Non
         reqs = [_request(eng, "n", calc=False, temperature=0.9, seed=11)]
         if beside_tool:
             reqs.insert(0, _request(eng, "tool", calc=True))
-        outs = {o.tag: o for o in BatchDecoder(eng, 3).run(reqs)}
+        outs = {o.tag: o for o in _decoder(eng, 3).run(reqs)}
         if beside_tool:
             assert outs["tool"].tool_tokens > 0
         return [hashlib.sha256(t.numpy().tobytes()).hexdigest() for t in outs["n"].step_logits] + \
@@ -110,7 +117,7 @@ def test_forced_tokens_stay_inside_the_budget(tiny_gemma: Engine) -> None:
     cache, logits = eng.prefill(eng.encode("Q:"))
     req = DecodeRequest(cache, logits[-1], len("123 + 456 =") + 2, stop=StopRule(newline=False), tag="me",
                         calculator=True)
-    out = next(iter(BatchDecoder(eng, 2).run([req])))
+    out = next(iter(_decoder(eng, 2).run([req])))
     assert len(out.tokens) == req.budget and out.stop_reason == "budget"
     assert eng.decode_text(out.tokens) == "123 + 456 = 5" and out.tool_tokens == 2
 

@@ -412,3 +412,22 @@ def test_a_plain_forward_on_another_thread_during_a_step_runs_the_plain_model(ti
     assert in_step.is_set() and len(out.tokens) == 3
     assert not thread.is_alive() and sha(got["logits"]) == sha(plain)
     assert tiny_gemma.model.config._attn_implementation == "sdpa"
+
+
+def test_a_request_outside_the_decoders_schedule_is_refused_and_the_builder_is_the_runs(tiny_gemma: Engine) -> None:
+    """The schedule a pass records is the one its decoder runs: a tool it does not name is refused."""
+    from flows.run import RunConfig
+    from flywheel.decode import DecodeSchedule
+
+    cache, logits = tiny_gemma.prefill(tiny_gemma.encode("Q: 2 + 3 ="))
+    for tool in ({"calculator": True}, {"grounding": frozenset({"2"})}):
+        req = DecodeRequest(cache, logits[-1], 4, tag="me", **tool)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="schedule"):
+            next(iter(BatchDecoder(tiny_gemma, 2).run([req])))
+    both = DecodeSchedule.of_run(2, tiny_gemma.settings.dtype, calculator=True, grounding=True)
+    assert both.calculator and both.grounding
+    assert BatchDecoder(tiny_gemma, 2, schedule=both).schedule is both
+    cfg = RunConfig(problems="gen:linear?n=1", slots=2, calculator=True)
+    assert cfg.schedule() == DecodeSchedule.of_run(2, cfg.dtype, calculator=True, grounding=False)
+    with pytest.raises(ValueError, match="not this decoder's"):
+        BatchDecoder(tiny_gemma, 3, schedule=both)

@@ -9,13 +9,18 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from flywheel.decode import BatchDecoder, DecodeRequest
+from flywheel.decode import BatchDecoder, DecodeRequest, DecodeSchedule
 from flywheel.engine import Engine, StopRule
 from flywheel.grounding import CONSTANTS, allowed_numbers, permits
 from flywheel.sampling import pick_tokens
 
 PROBLEM = "Maya buys 4 erasers at 37 dollars each and 3 folders, paying with a 100-dollar bill."
 ALLOWED = allowed_numbers(PROBLEM)
+
+
+def _decoder(eng: Engine, slots: int) -> BatchDecoder:
+    """A decoder whose schedule names the tool these tests use (a request outside it is refused)."""
+    return BatchDecoder(eng, slots, schedule=DecodeSchedule.of_run(slots, eng.settings.dtype, calculator=False, grounding=True))
 
 
 def test_the_operands_are_the_problems_numbers_its_words_and_the_constants() -> None:
@@ -97,9 +102,9 @@ SLIPS = " 4 * 3[97] = 148. 100 - 148 = -48. Final answer: [14][48]"
 
 def test_a_grounded_slot_writes_the_problems_number_and_its_last_result(tiny_gemma: Engine) -> None:
     eng = _prefers(tiny_gemma, SLIPS)
-    decoder = BatchDecoder(eng, 2)
+    decoder = _decoder(eng, 2)
     on = next(iter(decoder.run([_request(eng, "me", grounded=True)])))
-    off = next(iter(BatchDecoder(eng, 2).run([_request(eng, "me", grounded=False)])))
+    off = next(iter(_decoder(eng, 2).run([_request(eng, "me", grounded=False)])))
     assert eng.decode_text(off.tokens) == " 4 * 39 = 148. 100 - 148 = -48. Final answer: 14"
     assert eng.decode_text(on.tokens) == " 4 * 37 = 148. 100 - 148 = -48. Final answer: 48"
     assert decoder.grounding_repicks == 3 and on.tool_tokens == 0   # re-picked, not forced
@@ -112,7 +117,7 @@ def test_re_picks_never_change_a_neighbours_bits_nor_depend_on_them(tiny_gemma: 
         reqs = [_request(eng, "n", grounded=False, temperature=0.9, seed=11)] if neighbour else []
         if grounded:
             reqs.insert(0, _request(eng, "g", grounded=True))
-        outs = BatchDecoder(eng, 3).run(reqs)
+        outs = _decoder(eng, 3).run(reqs)
         return {o.tag: [hashlib.sha256(t.numpy().tobytes()).hexdigest() for t in o.step_logits] + [str(o.tokens)]
                 for o in outs}
 
@@ -126,7 +131,7 @@ def test_a_sampled_grounded_slot_draws_the_same_tokens_alone_and_beside_others(t
     def tokens(neighbours: int) -> list[int]:
         reqs = [_request(tiny_gemma, "g", grounded=True, temperature=1.0, seed=1)]
         reqs += [_request(tiny_gemma, f"n{k}", grounded=False, temperature=1.0, seed=k) for k in range(neighbours)]
-        decoder = BatchDecoder(tiny_gemma, 4)
+        decoder = _decoder(tiny_gemma, 4)
         out = {o.tag: o.tokens for o in decoder.run(reqs)}["g"]
         assert decoder.grounding_repicks >= 1   # seed 1 draws a number the rules refuse: a re-draw happened
         return out

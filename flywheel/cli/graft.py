@@ -81,7 +81,11 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
             click.echo(f"one-pass prefill vs the chunked schedule: max |Δlogit| {report.one_pass_max_abs_diff:.3g} "
                        f"({'equal' if report.one_pass_sha_equal else 'not byte-equal'}) — exactness is per schedule")
         if report.slots is not None:
-            click.echo(f"batched schedule: {report.slots} slots, kernel {report.schedule['kernel'] if report.schedule else '?'}; "
+            sched = report.schedule or {}
+            tools = ", ".join(f"{name} {sched.get(name) or 'off'}" for name in ("calculator", "grounding"))
+            click.echo(f"batched schedule: {report.slots} slots, kernel {sched.get('kernel', '?')}, "
+                       f"{sched.get('dtype', '?')}, sampler {sched.get('sampler', '?')}, {tools} (what "
+                       f"`flywheel run --slots {report.slots}` records with its default tools); "
                        f"sample 1 alone vs beside its neighbours: "
                        f"{'SHA-equal' if report.slot_count_invariant else 'DIFFERENT'} (batch invariance)")
             click.echo(f"the continuation prefilled as a prompt in the steps (a pass's question after its graft): "

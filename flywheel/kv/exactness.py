@@ -162,11 +162,15 @@ def run_slots(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], slo
     slot (the group reversed), so neighbours and slot index differ too. Also checks true batch
     invariance: sample 1 decoded alone (one slot) against its logits beside its neighbours.
     """
-    from flywheel.decode import BatchDecoder, DecodeRequest, Prompt
+    from flywheel import config
+    from flywheel.decode import BatchDecoder, DecodeRequest, DecodeSchedule, Prompt
 
     stride = 97
     ids = corpus_ids(engine, max(prefix_tokens) + CONTINUATION_TOKENS + stride * samples)
-    decoder = BatchDecoder(engine, slots)
+    # The schedule a default `flywheel run --slots N` records (the tools choose tokens, which this
+    # check feeds itself; they do not change a step's bits).
+    decoder = BatchDecoder(engine, slots, schedule=DecodeSchedule.of_run(
+        slots, engine.settings.dtype, calculator=config.DEFAULT_CALCULATOR, grounding=config.DEFAULT_GROUNDING))
     report = Report(model=engine.fingerprint.model, fingerprint=engine.fingerprint.digest, samples=samples,
                     sha_equal=0, kl_max=0.0, argmax_agreement=0.0, prefix_tokens=list(prefix_tokens),
                     slots=slots, schedule=decoder.schedule.to_dict())
