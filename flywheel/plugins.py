@@ -3,12 +3,12 @@
 Four registries read one entry-point group each, on their first lookup or listing (never at
 `import flywheel`), once per process:
 
-| group                       | registry                          | an entry point names                         |
-|-----------------------------|-----------------------------------|----------------------------------------------|
-| `kv_flywheel.models`        | `flywheel.modelzoo.PACKAGED`      | a `PackagedModel` whose name is the entry's  |
-| `kv_flywheel.prompt_formats`| `flywheel.prompts.FORMATS`        | a factory `(tokenizer, model) -> PromptFormat`, registered under the entry's name |
-| `kv_flywheel.sources`       | `flywheel.sources.SOURCES`        | a module; importing it registers (`@source`) |
-| `kv_flywheel.families`      | `flywheel.families.FAMILIES`      | a module; importing it registers (`@family`) |
+| group                        | registry                          | an entry point names                      |
+|------------------------------|-----------------------------------|-------------------------------------------|
+| `kv_flywheel.models`         | `flywheel.modelzoo.PACKAGED`      | a `PackagedModel` named as the entry is   |
+| `kv_flywheel.prompt_formats` | `flywheel.prompts.PROMPT_FORMATS` | a factory `(tokenizer, model) -> PromptFormat`, registered under the entry's name |
+| `kv_flywheel.sources`        | `flywheel.sources.SOURCES`        | a module; importing it registers (`@source`) |
+| `kv_flywheel.families`       | `flywheel.families.FAMILIES`      | a module; importing it registers (`@family`) |
 
 The built-ins are entry points of kv-flywheel's own distribution and load first, through the same
 code; a built-in missing from the installed metadata (an install older than its pyproject) is
@@ -20,7 +20,6 @@ refused in one line naming both providers, and the first stays. See docs/plugins
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import re
 import sys

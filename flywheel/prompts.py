@@ -17,7 +17,7 @@ tokenized with special-token text kept as plain text, so a problem holding `<|im
 never open a turn. Changing any string here changes artifacts' bytes: bump the format's version
 (its tag is recorded in every artifact header, and another tag is refused with the rebuild hint).
 
-Formats are named in a registry (`FORMATS`, the `kv_flywheel.prompt_formats` entry points of
+Formats are named in a registry (`PROMPT_FORMATS`, the `kv_flywheel.prompt_formats` entry points of
 `flywheel.plugins`): each name maps to a factory that builds the format for one model's tokenizer.
 `plain` and `chat` are entry points of this distribution, as another package's format would be.
 """
@@ -38,7 +38,7 @@ from verifiers.types import AnswerMarkers
 TEMPLATE_VERSION = "v2"   # the plain format's tag (kept: artifacts of earlier builds name it)
 
 AttemptMode = Literal["answer", "solve"]
-FormatName = str   # a `FORMATS` name: plain, chat, or a plug-in's
+FormatName = str   # a `PROMPT_FORMATS` name: plain, chat, or a plug-in's
 OPEN_SLOT = "Problem:"   # where the next problem is asked
 ANSWER_LINE = "Answer:"  # where a recurrence (`answer` mode) is asked for its answer
 RECAPS = 2               # how many times a graft shows its problem asked again and answered at once
@@ -361,7 +361,7 @@ def _accept(name: str, factory: object) -> None:
 
 
 #: Prompt formats by name (what a model profile's `prompt_format` and FLYWHEEL_PROMPT_FORMAT name).
-FORMATS: Registry[FormatFactory] = Registry("kv_flywheel.prompt_formats", "prompt format", accept=_accept,
+PROMPT_FORMATS: Registry[FormatFactory] = Registry("kv_flywheel.prompt_formats", "prompt format", accept=_accept,
                                             builtins=(("plain", "flywheel.prompts:plain_format"),
                                                       ("chat", "flywheel.prompts:chat_format")))
 
@@ -370,16 +370,16 @@ def register_format(name: str, factory: FormatFactory) -> FormatFactory:
     """Register `factory` as the prompt format `name` (a lower-case word); a name is registered once."""
     if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
         raise ValueError(f"prompt format name {name!r} must be a lower-case word")
-    return FORMATS.add(name, factory, origin=getattr(factory, "__module__", "?"))
+    return PROMPT_FORMATS.add(name, factory, origin=getattr(factory, "__module__", "?"))
 
 
 def make_format(name: str, tokenizer: Any, model: str) -> PromptFormat:
     """The prompt format `name` for this tokenizer (`chat` reads the tokenizer's own chat template)."""
-    factory = FORMATS.get(name)
+    factory = PROMPT_FORMATS.get(name)
     if factory is None:
-        raise InputError(f"unknown prompt format {name!r}", hint=f"use {' or '.join(FORMATS)}")
+        raise InputError(f"unknown prompt format {name!r}", hint=f"use {' or '.join(PROMPT_FORMATS)}")
     fmt = factory(tokenizer, model)
     if not isinstance(fmt, PromptFormat):
-        raise ModelError(f"the prompt format {name!r} ({FORMATS.provider(name)}) built a {type(fmt).__name__}, "
+        raise ModelError(f"the prompt format {name!r} ({PROMPT_FORMATS.provider(name)}) built a {type(fmt).__name__}, "
                          "not a PromptFormat")
     return fmt

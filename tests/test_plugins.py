@@ -24,11 +24,11 @@ import flywheel
 from flywheel import modelzoo, plugins
 from flywheel.families import FAMILIES
 from flywheel.problemsets import load_problem_set
-from flywheel.prompts import FORMATS, PLAIN, make_format
+from flywheel.prompts import PLAIN, PROMPT_FORMATS, make_format
 from flywheel.sources import SOURCES, describe_sources
 
 ROOT = Path(flywheel.__file__).resolve().parents[1]
-REGISTRIES: tuple[plugins.Registry[Any], ...] = (modelzoo.PACKAGED, FORMATS, SOURCES, FAMILIES)
+REGISTRIES: tuple[plugins.Registry[Any], ...] = (modelzoo.PACKAGED, PROMPT_FORMATS, SOURCES, FAMILIES)
 
 DEMO = """
 from flywheel.families import family
@@ -142,7 +142,7 @@ def test_a_broken_plugin_is_one_line_and_skipped_and_the_rest_still_loads(site: 
     assert len(load_problem_set("champ?n=1").problems) == 1                # and so do the built-ins
     assert "half:" not in describe_sources()                               # what a failed plug-in registered is undone
     assert "demo-model" in modelzoo.PACKAGED and "misnamed" not in modelzoo.PACKAGED
-    assert list(FORMATS)[:2] == ["plain", "chat"] and "a-class" not in FORMATS
+    assert list(PROMPT_FORMATS)[:2] == ["plain", "chat"] and "a-class" not in PROMPT_FORMATS
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 6 and all(line.startswith("flywheel: plugin '") for line in lines)
     by_name = {line.split("'")[1]: line for line in lines}
@@ -224,7 +224,7 @@ def test_a_broken_plugin_does_not_break_the_command_which_lists_the_plugin_sourc
 DUMP = """
 import json, sys
 import flywheel.modelzoo, flywheel.prompts, flywheel.sources, flywheel.families, flywheel.problemsets
-registries = (flywheel.modelzoo.PACKAGED, flywheel.prompts.FORMATS, flywheel.sources.SOURCES, flywheel.families.FAMILIES)
+registries = (flywheel.modelzoo.PACKAGED, flywheel.prompts.PROMPT_FORMATS, flywheel.sources.SOURCES, flywheel.families.FAMILIES)
 assert not any(r._loaded for r in registries), "a registry loaded its plug-ins at import"
 print(json.dumps({r.group: [[name, r.provider(name)] for name in r] for r in registries}))
 """
