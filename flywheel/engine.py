@@ -24,7 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreT
 from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo, sampling
 from flywheel.domain import FingerprintDigest, canonical_json, json_sha256
 from flywheel.errors import InputError, ModelError
-from flywheel.prompts import PLAIN, ChatFormat, PromptFormat, PromptText
+from flywheel.prompts import PLAIN, PromptFormat, PromptText, make_format
 
 DType = Literal["float32", "bfloat16", "float16"]
 _DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -163,27 +163,6 @@ def _weights_sha256(model_dir: Path) -> str:
     for f in files:
         h.update(f.name.encode() + b"\0" + modelzoo.file_sha256(f).encode())
     return h.hexdigest()
-
-
-def make_format(name: str, tokenizer: Any, model: str) -> PromptFormat:
-    """The prompt format `name` for this tokenizer; `chat` reads the tokenizer's own chat template."""
-    if name == "plain":
-        return PLAIN
-    if name != "chat":
-        raise InputError(f"unknown prompt format {name!r}", hint="use plain or chat")
-    template = getattr(tokenizer, "chat_template", None)
-    if not isinstance(template, str) or not template:
-        raise ModelError(f"{model!r} has no chat template, so it cannot be asked in the chat format",
-                         hint="use the plain format")
-
-    def render(messages: list[dict[str, str]], generation: bool) -> str:
-        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation))
-
-    try:
-        return ChatFormat.from_template(template, render)
-    except ValueError as err:
-        raise ModelError(f"the chat template of {model!r} cannot be used: {err}",
-                         hint="use the plain format") from err
 
 
 class Engine:

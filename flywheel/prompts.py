@@ -16,6 +16,10 @@ special-token strings become control tokens; problem, solution and answer texts 
 tokenized with special-token text kept as plain text, so a problem holding `<|im_start|>` can
 never open a turn. Changing any string here changes artifacts' bytes: bump the format's version
 (its tag is recorded in every artifact header, and another tag is refused with the rebuild hint).
+
+Formats are named in a registry (`PROMPT_FORMATS`, the `kv_flywheel.prompt_formats` entry points of
+`flywheel.plugins`): each name maps to a factory that builds the format for one model's tokenizer.
+`plain` and `chat` are entry points of this distribution, as another package's format would be.
 """
 
 from __future__ import annotations
@@ -24,15 +28,17 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from flywheel.errors import InputError, ModelError
+from flywheel.plugins import Registry
 from verifiers.extract import FINAL_LINE
 from verifiers.types import AnswerMarkers
 
 TEMPLATE_VERSION = "v2"   # the plain format's tag (kept: artifacts of earlier builds name it)
 
 AttemptMode = Literal["answer", "solve"]
-FormatName = Literal["plain", "chat"]
+FormatName = str   # a `PROMPT_FORMATS` name: plain, chat, or a plug-in's
 OPEN_SLOT = "Problem:"   # where the next problem is asked
 ANSWER_LINE = "Answer:"  # where a recurrence (`answer` mode) is asked for its answer
 RECAPS = 2               # how many times a graft shows its problem asked again and answered at once
@@ -315,3 +321,65 @@ class ChatFormat(PromptFormat):
         if answer.count("{") != answer.count("}"):
             return "the answer's braces do not balance (it is boxed)"
         return None
+
+
+# --- the registry ---------------------------------------------------------------------------------
+
+#: Builds a format for one model: (its tokenizer, the model's name for messages) -> the format.
+#: Raises ModelError when that model cannot be asked this way.
+FormatFactory = Callable[[Any, str], PromptFormat]
+
+
+def plain_format(tokenizer: Any, model: str) -> PromptFormat:
+    """The plain format: the same for every tokenizer."""
+    return PLAIN
+
+
+def chat_format(tokenizer: Any, model: str) -> PromptFormat:
+    """The chat format read off the tokenizer's own chat template."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not isinstance(template, str) or not template:
+        raise ModelError(f"{model!r} has no chat template, so it cannot be asked in the chat format",
+                         hint="use the plain format")
+
+    def render(messages: list[dict[str, str]], generation: bool) -> str:
+        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation))
+
+    try:
+        return ChatFormat.from_template(template, render)
+    except ValueError as err:
+        raise ModelError(f"the chat template of {model!r} cannot be used: {err}",
+                         hint="use the plain format") from err
+
+
+def _accept(name: str, factory: object) -> None:
+    """Register the factory a `kv_flywheel.prompt_formats` entry point named `name` holds."""
+    if not callable(factory) or isinstance(factory, type):
+        raise TypeError(f"a {type(factory).__name__}, not the factory (tokenizer, model) -> PromptFormat "
+                        "this group's entry points name")
+    register_format(name, factory)
+
+
+#: Prompt formats by name (what a model profile's `prompt_format` and FLYWHEEL_PROMPT_FORMAT name).
+PROMPT_FORMATS: Registry[FormatFactory] = Registry("kv_flywheel.prompt_formats", "prompt format", accept=_accept,
+                                            builtins=(("plain", "flywheel.prompts:plain_format"),
+                                                      ("chat", "flywheel.prompts:chat_format")))
+
+
+def register_format(name: str, factory: FormatFactory) -> FormatFactory:
+    """Register `factory` as the prompt format `name` (a lower-case word); a name is registered once."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+        raise ValueError(f"prompt format name {name!r} must be a lower-case word")
+    return PROMPT_FORMATS.add(name, factory, origin=getattr(factory, "__module__", "?"))
+
+
+def make_format(name: str, tokenizer: Any, model: str) -> PromptFormat:
+    """The prompt format `name` for this tokenizer (`chat` reads the tokenizer's own chat template)."""
+    factory = PROMPT_FORMATS.get(name)
+    if factory is None:
+        raise InputError(f"unknown prompt format {name!r}", hint=f"use {' or '.join(PROMPT_FORMATS)}")
+    fmt = factory(tokenizer, model)
+    if not isinstance(fmt, PromptFormat):
+        raise ModelError(f"the prompt format {name!r} ({PROMPT_FORMATS.provider(name)}) built a {type(fmt).__name__}, "
+                         "not a PromptFormat")
+    return fmt

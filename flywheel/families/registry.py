@@ -5,6 +5,10 @@ Built-ins register themselves here exactly as a plug-in would:
     @family("ages", "how old someone will be", template="...", solution="...", axes=(...))
     def _ages(p: Params) -> Derived:
         return {"answer": ...}
+
+The built-ins are entry points of the `kv_flywheel.families` group (`flywheel.plugins`), as another
+package's families are: each names a module, and importing it registers its families. They load
+on the first lookup.
 """
 
 from __future__ import annotations
@@ -13,18 +17,20 @@ import random
 from collections.abc import Callable
 
 from flywheel.families.base import Axis, Derived, Family, Kind, Params
+from flywheel.plugins import Registry
 
-FAMILIES: dict[str, Family] = {}
+#: Problem families by name; read it to load the plug-ins.
+FAMILIES: Registry[Family] = Registry("kv_flywheel.families", "family", builtins=(
+    ("kitchen", "flywheel.families.kitchen"), ("money", "flywheel.families.money"),
+    ("motion", "flywheel.families.motion"), ("people", "flywheel.families.people"),
+    ("symbolic", "flywheel.families.symbolic")))
 
 
 def register(fam: Family) -> Family:
     """Add `fam` to the registry; a name can be registered once."""
     if not fam.name.isidentifier() or fam.name in ("all",):
         raise ValueError(f"family name {fam.name!r} must be an identifier other than 'all'")
-    if fam.name in FAMILIES:
-        raise ValueError(f"family {fam.name!r} is already registered")
-    FAMILIES[fam.name] = fam
-    return fam
+    return FAMILIES.add(fam.name, fam, origin=fam.compute.__module__)
 
 
 def family(name: str, description: str, *, template: str, solution: str, axes: tuple[Axis, ...],

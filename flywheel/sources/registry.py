@@ -10,6 +10,10 @@ A prefix ending in `:` claims every spec that starts with it (`gen:ages?n=5`); a
 that word alone, with or without a query (`champ`, `champ?n=6`), so a file called `champions.csv`
 stays a file. The source registered with the empty prefix (files) takes whatever no other claims,
 query and all: a path may contain `?`.
+
+The built-ins are entry points of the `kv_flywheel.sources` group (`flywheel.plugins`), as another
+package's sources are: each names a module, and importing it registers its sources. They load on
+the first lookup, in pyproject order: `champ`, files, `gen:`, `gsm-symbolic:`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flywheel.errors import InputError
+from flywheel.plugins import Registry
 from flywheel.sources.problem import Problem
 from flywheel.sources.spec import Spec, check_keys, split_query
 
@@ -47,19 +52,21 @@ class Source:
         return spec == self.prefix or spec.startswith(self.prefix + "?")
 
 
-SOURCES: dict[str, Source] = {}
+#: Problem sources by name, in registration order (built-ins first); read it to load the plug-ins.
+SOURCES: Registry[Source] = Registry("kv_flywheel.sources", "problem source", builtins=(
+    ("champ", "flywheel.sources.champ"), ("files", "flywheel.sources.files"),
+    ("gen", "flywheel.sources.generated"), ("gsm-symbolic", "flywheel.sources.gsm_symbolic")))
 
 
 def register(src: Source) -> Source:
     """Add `src`; a name and a prefix can each be registered once, and one source may be the fallback."""
-    if src.name in SOURCES:
-        raise ValueError(f"problem source {src.name!r} is already registered")
     if not re.fullmatch(r"([a-z][a-z0-9-]*:?)?", src.prefix):
         raise ValueError(f"problem source prefix {src.prefix!r} must be a lower-case word, optionally ending in ':'")
-    if any(s.prefix == src.prefix for s in SOURCES.values()):
-        raise ValueError(f"problem source prefix {src.prefix!r} is already claimed")
-    SOURCES[src.name] = src
-    return src
+    claimed = next((s for s in SOURCES.present() if s.prefix == src.prefix), None)
+    if claimed is not None and claimed.name != src.name:
+        SOURCES.refuse(f"problem source prefix {src.prefix!r} is already claimed", claimed.name)
+        return src
+    return SOURCES.add(src.name, src, origin=src.load.__module__)
 
 
 def source(name: str, *, prefix: str, keys: tuple[str, ...], example: str,

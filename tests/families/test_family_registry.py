@@ -14,13 +14,13 @@ from flywheel.problemsets import load_problem_set
 
 @pytest.fixture
 def toy() -> Iterator[str]:
-    @family("toy", "apples shared out", template="{name} shares {a} apples among {k} friends. How many each?",
-            solution="{a} / {k} = {answer}.", axes=(("name", NAMES[:2]), ("k", range(2, 4)), ("each", range(1, 4))))
-    def _toy(p: Params) -> Derived:
-        k, each = ints(p, "k", "each")
-        return {"a": k * each, "answer": each}
-    yield "toy"
-    del FAMILIES["toy"]
+    with FAMILIES.isolated():   # what the test registers is gone afterwards
+        @family("toy", "apples shared out", template="{name} shares {a} apples among {k} friends. How many each?",
+                solution="{a} / {k} = {answer}.", axes=(("name", NAMES[:2]), ("k", range(2, 4)), ("each", range(1, 4))))
+        def _toy(p: Params) -> Derived:
+            k, each = ints(p, "k", "each")
+            return {"a": k * each, "answer": each}
+        yield "toy"
 
 
 def test_a_registered_family_is_listed_sized_and_generated_by_spec(toy: str) -> None:

@@ -17,8 +17,9 @@ from flywheel.sources import Problem, Spec, gsm_package, registry, source
 
 
 @pytest.fixture
-def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "SOURCES", dict(registry.SOURCES))
+def isolated_registry() -> Iterator[None]:
+    with registry.SOURCES.isolated():
+        yield
 
 
 def test_the_built_ins_are_listed_with_an_example_each_and_files_last() -> None:
