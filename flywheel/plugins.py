@@ -154,13 +154,14 @@ class Registry(Mapping[str, T]):
         if self._builtins_loaded:
             return
         self._builtins_loaded = True
-        own = [ep for ep in importlib.metadata.entry_points(group=self.group) if _own(ep)]
-        for ep in own:
-            self._load_one(ep, OWN_DIST)
-        declared = {ep.name for ep in own}
-        for name, value in self.builtins:
-            if name not in declared:
+        own = {ep.name: ep for ep in _own_entry_points(self.group)}
+        for name, value in self.builtins:   # in the table's order: listings do not follow metadata's order
+            if name in own:
+                self._load_one(own.pop(name), OWN_DIST)
+            else:
                 self._load_one(importlib.metadata.EntryPoint(name, value, self.group), OWN_DIST, fallback=True)
+        for ep in own.values():              # declared in metadata but not in the table (a newer install)
+            self._load_one(ep, OWN_DIST)
 
     def _load_one(self, ep: importlib.metadata.EntryPoint, dist: str, *, fallback: bool = False) -> None:
         """Load one entry point; a failure is one line on stderr, and what it registered is undone."""
@@ -202,6 +203,15 @@ class Registry(Mapping[str, T]):
         finally:
             self._entries, self._providers, self._done = entries, providers, done
             self._loaded = self._builtins_loaded = True
+
+
+def _own_entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    """kv-flywheel's entry points in `group`, from the first copy of its metadata on the path only
+    (an editable install leaves a second, `kv_flywheel.egg-info` in the checkout, which must not add to it)."""
+    try:
+        return list(importlib.metadata.distribution(OWN_DIST).entry_points.select(group=group))
+    except importlib.metadata.PackageNotFoundError:
+        return []
 
 
 def _own(ep: importlib.metadata.EntryPoint) -> bool:
