@@ -100,8 +100,8 @@ class RunConfig(BaseModel):
                                         "process; dask: one Prefect task per shard of problems on Dask worker processes")
     dask_address: str | None = Field(None, description="scheduler of an existing Dask cluster, e.g. "
                                      "tcp://dask-scheduler:8786 (default: a temporary local cluster)")
-    dask_workers: int = Field(config.DEFAULT_DASK_WORKERS, ge=1,
-                              description="worker processes of the temporary local Dask cluster")
+    dask_workers: int | None = Field(None, ge=1, description="worker processes of the temporary local Dask "
+                                     f"cluster (default {config.DEFAULT_DASK_WORKERS}); only with the dask runner")
     dtype: config.RunDType = Field(config.DEFAULT_DTYPE, description="engine dtype; bfloat16 is opt-in "
                                                   "(its own fingerprint: float32 artifacts are refused)")
     starter: bool = Field(False, description="seed an empty library with the starter library (flows.starter) "
@@ -147,11 +147,10 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _dask_options_need_dask(self) -> RunConfig:
-        if self.task_runner != "dask" and (self.dask_address is not None
-                                           or self.dask_workers != config.DEFAULT_DASK_WORKERS):
+        if self.task_runner != "dask" and (self.dask_address is not None or self.dask_workers is not None):
             raise InputError(f"dask_address and dask_workers apply only to the dask task runner, "
                              f"not {self.task_runner!r}", hint="add --task-runner dask, or drop the --dask-* options")
-        if self.dask_address is not None and self.dask_workers != config.DEFAULT_DASK_WORKERS:
+        if self.dask_address is not None and self.dask_workers is not None:
             raise InputError(f"dask_workers sizes a temporary local cluster; the cluster at {self.dask_address} "
                              "has its own workers", hint="drop --dask-workers, or drop --dask-address")
         if not 1 <= self.router.near_members <= config.MAX_NEAR_MEMBERS:
@@ -163,6 +162,11 @@ class RunConfig(BaseModel):
     def near_members(self) -> int:
         """Related verified solutions grafted together on a near route (the router's setting)."""
         return self.router.near_members
+
+    @property
+    def local_workers(self) -> int:
+        """Worker processes of the temporary local Dask cluster."""
+        return self.dask_workers or config.DEFAULT_DASK_WORKERS
 
     def schedule(self) -> DecodeSchedule:
         """The decode schedule this pass runs and records (`DecodeSchedule.of_run`: the one builder)."""
@@ -529,7 +533,7 @@ def dask_task_runner(cfg: RunConfig) -> DaskTaskRunner:
     if cfg.dask_address:
         return DaskTaskRunner(address=cfg.dask_address)
     # One thread per worker: a worker holds one model and drives it from one task at a time.
-    return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.dask_workers, "threads_per_worker": 1,
+    return DaskTaskRunner(cluster_kwargs={"n_workers": cfg.local_workers, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": ":0"})
 
 
@@ -563,7 +567,8 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
                for k in range(cfg.attempts) if (p.id, k) not in done]
     grants = grant_budgets(pending, cfg.budget, cfg.run_budget, spent)
     todo = [p for p in problems if any((p.id, k) in grants for k in range(cfg.attempts))]
-    shards = [todo[i::cfg.dask_workers] for i in range(cfg.dask_workers) if todo[i::cfg.dask_workers]]
+    n = cfg.local_workers   # with a cluster's address: as many shards as a local cluster would have workers
+    shards = [todo[i::n] for i in range(n) if todo[i::n]]
     finished = 0
 
     def problem_done(problem_id: str) -> None:

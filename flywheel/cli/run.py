@@ -224,9 +224,6 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
       flywheel run --problems 'gen:ages?n=40&seed=1&split=train' --attempts 4 --slots 16
       flywheel run --problems 'gen:arith?n=20&seed=3' --task-runner dask --dask-workers 2
     """
-    if (dask_address is not None or dask_workers is not None) and task_runner != "dask":
-        raise InputError("--dask-address and --dask-workers apply only with --task-runner dask",
-                         hint="add --task-runner dask, or drop the --dask-* options")
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
                   limit=limit, no_graft=no_graft, near_members=near_members, deposit=not no_deposit,
                   starter=starter, run_id=run_id,

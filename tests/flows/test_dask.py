@@ -121,6 +121,9 @@ def test_run_budget_is_granted_up_front_in_problem_order() -> None:
 def test_dask_options_without_the_dask_runner_are_refused() -> None:
     with pytest.raises(InputError, match="only to the dask task runner"):
         RunConfig(problems=PROBLEMS, dask_address="tcp://127.0.0.1:8786")
+    with pytest.raises(InputError, match="only to the dask task runner"):   # given at its default value too
+        RunConfig(problems=PROBLEMS, dask_workers=config.DEFAULT_DASK_WORKERS)
+    assert RunConfig(problems=PROBLEMS, task_runner="dask").local_workers == config.DEFAULT_DASK_WORKERS
     with pytest.raises(InputError, match="has its own workers"):
         RunConfig(problems=PROBLEMS, task_runner="dask", dask_address="tcp://127.0.0.1:8786", dask_workers=4)
 
