@@ -28,15 +28,14 @@ from flywheel import config
 from flywheel.domain import ArtifactSha, Progress
 from flywheel.errors import (
     ArtifactError,
-    ArtifactNotFoundError,
     CatalogVersionError,
     DepositRefusedError,
     FlywheelError,
     LibraryError,
-    TemplateMismatchError,
 )
-from flywheel.kv import Graft, capture, graft, parse_artifact
+from flywheel.kv import Graft, capture, graft
 from flywheel.kv.artifact import Artifact, artifact_name
+from flywheel.kv.checked import CheckedArtifacts
 from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
 from flywheel.library.staging import STAGING_PREFIX, stale_staging_dirs
 from flywheel.problemsets import Problem
@@ -625,41 +624,31 @@ class Library:
     # --- graft -----------------------------------------------------------------------------------
 
     def load_graft(self, engine: Engine, sha256: str) -> Graft:
-        """Fetch, hash-check, template-check, fingerprint-check and graft an artifact; raises `ArtifactError` if refused."""
-        artifact = self._read_artifact(sha256)
-        made_with, ours = artifact.header.meta.get("template"), engine.prompt_format.tag
-        if made_with != ours:   # its bytes hold another prompt (format) than the attempt continues
-            raise TemplateMismatchError(
-                f"artifact {sha256[:12]} was prefilled through graft template {made_with or 'unknown'}, "
-                f"this engine asks in {ours}",
-                hint="re-prefill the library's solutions: flywheel library rebuild")
-        return graft(engine, artifact)
+        """Graft an artifact read through `checked_read` for `engine` and its prompt format; raises `ArtifactError` if refused."""
+        return graft(engine, self.checked_read(sha256, engine=engine, template=engine.prompt_format.tag))
 
     def load_raw_graft(self, engine: Engine, sha256: str) -> Graft:
         """`load_graft` without the template check, for artifacts of arbitrary text (the restore benches'
         prefixes); still hash- and fingerprint-checked. Attempts use `load_graft`."""
-        return graft(engine, self._read_artifact(sha256))
+        return graft(engine, self.checked_read(sha256, engine=engine))
 
-    def _read_artifact(self, sha256: str) -> Artifact:
-        # Hashed once, by parse_artifact against the requested id: corrupt, truncated or
-        # substituted bytes raise before any tensor reaches the engine.
-        data = self.store.get_unchecked(sha256)
-        if data is None and (self.root / COMPOSITES_DIR).is_dir():
-            data = self.composites.get_unchecked(sha256)
-        if data is None:
-            raise ArtifactNotFoundError(f"artifact {sha256[:12]} is catalogued but its file is missing",
-                                        hint="`flywheel library verify` lists missing files; re-deposit or import them")
-        return parse_artifact(data, expected_sha256=sha256)
+    def checked_read(self, sha256: str, *, engine: Engine | None = None, template: str | None = None) -> Artifact:
+        """The artifact `sha256` (a deposit's, else a composite's), hashed once and checked before any
+        tensor reaches an engine: see `flywheel.kv.checked.checked_artifact`.
 
-    def _current(self, sha256: str, tag: str) -> bool:
-        """Whether a stored artifact is whole and was prefilled through graft template `tag` (the engine's format's)."""
-        data = self.store.get_unchecked(sha256)
-        if data is None:
-            return False
+        Raises:
+            ArtifactError: missing, corrupt, truncated or substituted bytes, another setup or template.
+        """
+        stores = (self.store, self.composites) if (self.root / COMPOSITES_DIR).is_dir() else (self.store,)
+        return CheckedArtifacts(*stores).read(sha256, engine=engine, template=template)
+
+    def _current(self, sha256: str, template: str) -> bool:
+        """Whether a stored deposit artifact is whole and was prefilled through `template` (the engine's format's)."""
         try:
-            return parse_artifact(data, expected_sha256=sha256).header.meta.get("template") == tag
+            CheckedArtifacts(self.store).read(sha256, template=template)
         except ArtifactError:
             return False
+        return True
 
     def _remove_unnamed(self, sha256: str) -> bool:
         """Remove the stored file `sha256` unless a catalog row names it; True if it was removed."""
