@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +36,13 @@ from flywheel.errors import (
 from flywheel.kv import Graft, capture, graft
 from flywheel.kv.artifact import Artifact, artifact_name
 from flywheel.kv.checked import CheckedArtifacts
-from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
+from flywheel.library.deposits import (
+    Judgement,
+    StagedDeposit,
+    check_deposit_text,
+    contradicted,
+    refuse_unverified,
+)
 from flywheel.library.staging import STAGING_PREFIX, stale_staging_dirs
 from flywheel.problemsets import Problem
 from flywheel.store import ArtifactStore as ArtifactStoreBase
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
     from flywheel.catalog import ArtifactRow, Catalog, ProblemRow
     from flywheel.domain import RouteDecision
     from flywheel.engine import Engine
+    from flywheel.prompts import PromptFormat
     from flywheel.router import Router, RouterConfig
     from flywheel.store import ArtifactStore
     from verifiers import Verdict, VerifierConfig
@@ -297,21 +304,10 @@ class Library:
         """
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
-        check_deposit_text(problem, solution, answer, engine.prompt_format)
-        given = problem.reference
-        problem = self.checked_reference(self.filed_as(problem), verifier)
-        if verdict is None or problem.reference != given:
-            verdict = problem.check(answer, config=verifier)
-        status, reason = verdict.status, verdict.reason
-        if contradicted(status) or (status != "equivalent" and not unverified):
-            against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"
-            label = printable(problem.id or repr(problem.text[:40]), 80)
-            hint = ("correct the answer (--unverified stores answers that cannot be checked, never contradicted ones)"
-                    if contradicted(status) else
-                    "correct the answer, or pass --unverified to deposit it marked as such (never routed unless asked)")
-            raise DepositRefusedError(
-                f"answer {printable(answer, 80)!r} for {label} was not verified against {printable(against, 120)}: "
-                f"{status} ({printable(reason, 200)})", hint=hint)
+        judged = self.judge(problem, solution, answer, engine.prompt_format, verifier=verifier,
+                            allow_unverified=unverified, verdict=verdict)
+        problem = judged.problem
+        status, reason = judged.verdict.status, judged.verdict.reason
         pspec = ProblemSpec.of(problem)
         fp = engine.fingerprint
         existing = self.catalog.find_deposit(pspec, solution, answer, fp.digest)
@@ -352,6 +348,32 @@ class Library:
             # sync, not add: it also indexes what an interrupted deposit committed but never indexed.
             self.router.sync(fp.digest)
         return DepositResult(row.problem.id, row.artifact.sha256, row.created, status, reason, len(ids), unverified)
+
+    def judge(self, problem: Problem, solution: str, answer: str, prompt_format: PromptFormat, *,
+              verifier: VerifierConfig | None = None, allow_unverified: bool = False, verdict: Verdict | None = None,
+              file_as: Callable[[Problem], Problem] | None = None) -> Judgement:
+        """The one judgement of what a deposit or a bundle entry says, before anything is written.
+
+        The text rules (`check_deposit_text`: sizes, NUL, empty fields, texts that would break
+        `prompt_format`'s graft), then the problem as filed (`file_as`, default `filed_as`; an
+        import also files within its bundle) with its catalogued reference (`checked_reference`),
+        then the verifier's verdict on `answer` under `verifier` (its defaults when None). A
+        carried `verdict` stands when the answer is checked against the very reference it was
+        reached on. Contradicted answers are refused; unverifiable ones unless `allow_unverified`.
+
+        Raises:
+            DepositRefusedError: any rule, reference or verdict refused it (in the same words for both).
+
+        Example:
+            >>> lib.judge(problem, "2+3=5", "5", engine.prompt_format).verified   # doctest: +SKIP
+            True
+        """
+        check_deposit_text(problem, solution, answer, prompt_format)
+        filed = self.checked_reference((file_as or self.filed_as)(problem), verifier)
+        if verdict is None or filed.reference != problem.reference:
+            verdict = filed.check(answer, config=verifier)
+        refuse_unverified(filed, answer, verdict, allow_unverified=allow_unverified)
+        return Judgement(filed, verdict)
 
     def filed_as(self, problem: Problem) -> Problem:
         """`problem` with the id it is (or would be) catalogued under.
@@ -439,7 +461,7 @@ class Library:
 
     def deposit_many(self, engine: Engine, rows: Sequence[tuple[int, Mapping[str, str]] | BadRow], *,
                      source: str = "curator", deposited_by: str = "curator", unverified: bool = False,
-                     progress: Progress | None = None) -> BatchDeposit:
+                     verifier: VerifierConfig | None = None, progress: Progress | None = None) -> BatchDeposit:
         """Deposit table rows one by one; a bad row is refused with its line and the rest go on.
 
         Args:
@@ -449,6 +471,7 @@ class Library:
             source: the problem set name recorded with each problem (e.g. the file's name).
             deposited_by: recorded with each solution.
             unverified: as for `deposit`.
+            verifier: the verifier settings each answer is checked under, as for `deposit`.
             progress: called as `progress(done, total, problem id)` (e.g. to draw a bar).
         Returns:
             the deposited rows (with each `DepositResult`) and the refused ones, by line.
@@ -470,7 +493,7 @@ class Library:
                                   reference=row.get("reference") or None, source=source)
                 try:
                     result = self.deposit(engine, problem, row["solution"], row["answer"],
-                                          deposited_by=deposited_by, unverified=unverified)
+                                          deposited_by=deposited_by, unverified=unverified, verifier=verifier)
                 except FlywheelError as err:
                     refused.append(RefusedRow(line, err.message))
                 else:
