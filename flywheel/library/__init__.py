@@ -3,7 +3,8 @@
 Deposits (`deposit`, `deposit_many`, `deposit_staged` for a checked bundle: `flywheel.bundle`
 imports through it), upkeep (`rebuild` for another model, `scan` for store/catalog/index
 disagreements) and grafts (`route`, `load_graft`, `composite`) are methods here; the CLI only
-parses, calls and prints.
+parses, calls and prints. What a deposit or a bundle entry says is judged in one place, `judge`;
+artifact bytes are read for a graft in one place, `checked_read`.
 
 Deposit order is what makes a crash harmless: verify the answer, prefill, write the artifact
 bytes durably (atomic rename), then commit the catalog row, then index it. A crash before the
