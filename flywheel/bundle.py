@@ -12,13 +12,17 @@ Import takes nothing on the bundle's word and is all or nothing:
    from the tar header before a byte is read, then from the artifact's own header, and enforced
    while streaming it (1 MiB at a time) into a staging folder; the manifest is bounded by the
    number of artifacts it can describe. A gzip or sparse bomb is refused at constant memory.
-3. Entries. Each manifest entry is type-checked; its artifact is re-hashed and its header
-   fingerprint compared with the manifest's and the engine's; its token ids must be exactly
-   the engine's encoding of the canonical graft text of the problem, solution and answer it is
-   filed under; the answer is re-verified against the reference with the project's verifier
-   (contradicted: refused; unverifiable: refused unless `allow_unverified`, then imported
-   marked unverified and never routed by default); text limits are those of a deposit; a
-   problem id may not clash with another text, in the bundle or in the library.
+3. Entries. Each manifest entry is type-checked and its member listed once. Its artifact is read
+   once through the checked read (`flywheel.kv.checked`: content SHA-256 equal to its name) and
+   its header fingerprint compared with the manifest's and the engine's (another fingerprint:
+   skipped, see below); its graft template must be the engine's (`check_template`). Its texts
+   and answer are then judged exactly as a deposit of them would be (`Library.judge`, under
+   the importer's `verifier` settings, refused in the same words): the deposit's text limits,
+   the problem filed (a problem id may not clash with another text, in the bundle or in the
+   library), its catalogued reference, the verifier's verdict (contradicted: refused;
+   unverifiable: refused unless `allow_unverified`, then imported marked unverified and never
+   routed by default). Last, its token ids must be exactly the engine's encoding of the
+   canonical graft text of the problem, solution and answer it is filed under.
 4. Commit. Only when every entry passed, through `Library.deposit_staged`: artifact files are
    stored, all catalog rows are committed in one transaction (on failure the newly written
    files are removed), then the index is brought in line with the catalog.
@@ -38,21 +42,30 @@ import os
 import re
 import struct
 import tarfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from flywheel.errors import ArtifactError, BundleRefusedError, DepositRefusedError, InputError
+from flywheel.errors import (
+    ArtifactError,
+    BundleRefusedError,
+    DepositRefusedError,
+    InputError,
+    TemplateMismatchError,
+)
 from flywheel.fsutil import atomic_writer
-from flywheel.kv.artifact import MAX_HEADER_BYTES, artifact_name, parse_artifact
-from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
+from flywheel.kv.artifact import MAX_HEADER_BYTES
+from flywheel.kv.checked import check_template, checked_artifact
+from flywheel.library.deposits import Judgement, StagedDeposit
 from flywheel.library.staging import remove_stale_staging, staging_dir
+from flywheel.problemsets import Problem
 from flywheel.terminal import printable
 
 if TYPE_CHECKING:
     from flywheel.engine import Engine
     from flywheel.kv.artifact import ArtifactHeader
     from flywheel.library import Library
+    from verifiers import VerifierConfig
 
 BUNDLE_FORMAT = "kv-flywheel-bundle"
 BUNDLE_VERSION = 1
@@ -288,124 +301,187 @@ def _parse_entry(entry: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
     return sha, problem, solution
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One manifest entry, type-checked: its artifact id, problem and solution fields, as the bundle says."""
+
+    number: int
+    sha: str
+    problem: dict[str, Any]
+    solution: dict[str, Any]
+    fingerprint_digest: str
+    model_name: Any
+
+    @property
+    def label(self) -> str:
+        return f"bundle entry {self.number} (problem {printable(self.problem['id'], 60)!r}, artifact {self.sha[:12]})"
+
+    def refused(self, why: str, hint: str | None = None) -> BundleRefusedError:
+        return _refuse(f"{self.label}: {why}", hint)
+
+    def as_problem(self) -> Problem:
+        p = self.problem
+        return Problem(id=p["id"], text=p["text"], reference=p["reference"], source=p["source"] or "")
+
+
+def _entry(number: int, raw: Any, listed: set[str], members: dict[str, tarfile.TarInfo]) -> _Entry:
+    """The manifest entry `raw`, checked for structure and against the bundle's members (each listed once)."""
+    try:
+        sha, problem, solution = _parse_entry(raw)
+    except ValueError as err:
+        raise _refuse(f"bundle entry {number}: {err}") from None
+    entry = _Entry(number, sha, problem, solution, raw["fingerprint_digest"], raw.get("model_name"))
+    if sha in listed:
+        raise entry.refused("the artifact is listed twice")
+    listed.add(sha)
+    if sha not in members:
+        raise entry.refused("listed in the manifest but not in the bundle")
+    if any("\x00" in value for value in (problem["source"] or "", solution["deposited_by"])):  # a bundle's own fields
+        raise entry.refused("a text contains a NUL character")
+    return entry
+
+
+def _read_staged(tar: tarfile.TarFile, info: tarfile.TarInfo, dest: Path, limit: int, entry: _Entry) -> ArtifactHeader:
+    """Stage a member's bytes at `dest`, then read them once through the checked read (named by their hash)."""
+    try:
+        _stage(tar, info, dest, limit)
+        return checked_artifact(dest.read_bytes(), entry.sha).header
+    except ArtifactError as err:
+        raise entry.refused(f"integrity: {err.message}") from None
+    except (tarfile.TarError, OSError, EOFError) as err:
+        raise entry.refused(f"unreadable member: {err}") from None
+
+
+def _made_here(engine: Engine, header: ArtifactHeader, entry: _Entry) -> bool:
+    """Whether the artifact was made under `engine`'s fingerprint; refuses a header the manifest misdescribes
+    or one longer than the window."""
+    if header.fingerprint_digest != entry.fingerprint_digest:
+        raise entry.refused("the manifest's fingerprint differs from the artifact's own header")
+    window = engine.context_window
+    if window and header.token_count > window:
+        raise entry.refused(f"the artifact holds {header.token_count:,} tokens, more than the {window:,}-token window")
+    return header.fingerprint_digest == engine.fingerprint.digest
+
+
+def _check_template(engine: Engine, header: ArtifactHeader, entry: _Entry) -> None:
+    try:
+        check_template(header, engine.prompt_format.tag)
+    except TemplateMismatchError as err:   # another template's text: not "altered", just old
+        raise entry.refused(err.message, hint="import it with the build that exported it, run "
+                                              "`flywheel library rebuild`, and export again") from None
+
+
+def _check_tokens(engine: Engine, header: ArtifactHeader, problem: Problem, entry: _Entry) -> None:
+    """The artifact's tokens must be the graft text of the problem, solution and answer it is filed under
+    (checkable when it was made with this engine's tokenizer)."""
+    fp = engine.fingerprint
+    if header.fingerprint_digest != fp.digest and header.fingerprint.get("tokenizer_sha256") != fp.tokenizer_sha256:
+        return
+    s = entry.solution
+    if header.token_ids != engine.encode_prompt(engine.prompt_format.graft([(problem.text, s["text"], s["answer"])])):
+        raise entry.refused("its tokens are not the graft text of the problem, solution and answer it is filed under",
+                            hint="the bundle was altered; import only bundles written by `flywheel library export`")
+
+
+@dataclass
+class _BundleFiling:
+    """Where a bundle's problems go, consistent across its entries and with the library."""
+
+    ids: dict[str, str] = field(default_factory=dict)       # problem id -> text hash, within the bundle
+    by_text: dict[str, str] = field(default_factory=dict)   # text hash -> first problem id, within the bundle
+    refs: dict[str, str] = field(default_factory=dict)      # problem id -> its reference ("" none), within the bundle
+
+    def file(self, lib: Library, problem: Problem) -> Problem:
+        """`problem` under the id it is filed as: the library's (`filed_as`), else the bundle's first id for its text.
+
+        Raises:
+            DepositRefusedError: its id holds another text in the bundle or in the library.
+        """
+        from flywheel.catalog.normalize import text_hash
+
+        digest = text_hash(problem.text)
+        if self.ids.setdefault(problem.id, digest) != digest:
+            raise DepositRefusedError("the problem id is used twice in the bundle with different texts")
+        existing = lib.catalog.get_problem(problem.id)
+        if existing is not None:
+            if existing.text_hash != digest:
+                raise DepositRefusedError(f"the library's problem {printable(problem.id, 60)!r} holds a different text",
+                                          hint="import into another library, or rename the problem in the bundle")
+            return problem
+        first = self.by_text.setdefault(digest, problem.id)   # the same text under another id is the same problem
+        filed = lib.filed_as(problem)
+        return replace(filed, id=first) if filed.id == problem.id else filed
+
+    def check_reference(self, problem: Problem) -> None:
+        """Refuse a second, different reference for a problem the bundle already gave one."""
+        reference = (problem.reference or "").strip()
+        if self.refs.setdefault(problem.id, reference) != reference:
+            raise DepositRefusedError(
+                f"the bundle gives problem {printable(problem.id, 60)!r} two different references "
+                f"({printable(self.refs[problem.id], 40)!r} and {printable(reference, 40)!r})")
+
+
+def _judge(lib: Library, engine: Engine, entry: _Entry, filing: _BundleFiling, *,
+           verifier: VerifierConfig | None, allow_unverified: bool) -> Judgement:
+    """The entry judged as a deposit of it would be (`Library.judge`: same rules, settings and words)."""
+    s = entry.solution
+    try:
+        judged = lib.judge(entry.as_problem(), s["text"], s["answer"], engine.prompt_format, verifier=verifier,
+                           allow_unverified=allow_unverified, file_as=lambda p: filing.file(lib, p))
+        filing.check_reference(judged.problem)
+    except DepositRefusedError as err:
+        raise entry.refused(err.message, err.hint) from None
+    return judged
+
+
+def _staged_deposit(entry: _Entry, header: ArtifactHeader, judged: Judgement, staged: Path, size: int, *,
+                    ours: bool) -> StagedDeposit:
+    from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
+
+    s, verdict = entry.solution, judged.verdict
+    return StagedDeposit(
+        staged,
+        ProblemSpec.of(judged.problem),
+        SolutionSpec(text=s["text"], answer=s["answer"], verdict_status=verdict.status, verdict_reason=verdict.reason,
+                     deposited_by=s["deposited_by"], unverified=not judged.verified),
+        ArtifactSpec(sha256=entry.sha, fingerprint_digest=header.fingerprint_digest,
+                     fingerprint_json=json.dumps(header.fingerprint), model_name=_model_name(header, entry),
+                     token_count=header.token_count, size_bytes=size, logits_sha256=header.logits_sha256),
+        routable=ours and judged.verified)
+
+
 def _check_entries(lib: Library, engine: Engine, tar: tarfile.TarFile, entries: list[Any],
                    members: dict[str, tarfile.TarInfo], staging: Path, limit: int, *,
-                   any_fingerprint: bool, allow_unverified: bool, report: ImportReport) -> list[StagedDeposit]:
-    """Every check of every entry; raises `BundleRefusedError` naming the first bad one."""
-    from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
-    from flywheel.catalog.normalize import text_hash
-    from flywheel.problemsets import Problem
-
-    fp, fmt = engine.fingerprint, engine.prompt_format
+                   verifier: VerifierConfig | None, any_fingerprint: bool, allow_unverified: bool,
+                   report: ImportReport) -> list[StagedDeposit]:
+    """Every check of every entry, in the order of the module docstring; raises `BundleRefusedError`
+    naming the first bad one."""
     listed: set[str] = set()
-    ids: dict[str, str] = {}            # problem id -> text hash, within the bundle
-    by_text: dict[str, str] = {}        # text hash -> first problem id, within the bundle
-    refs: dict[str, str] = {}           # problem id -> its reference ("" none), within the bundle
+    filing = _BundleFiling()
     checked: list[StagedDeposit] = []
-    for number, entry in enumerate(entries, start=1):
-        label = f"bundle entry {number}"
-        try:
-            sha, p, s = _parse_entry(entry)
-        except ValueError as err:
-            raise _refuse(f"{label}: {err}") from None
-        label = f"bundle entry {number} (problem {printable(p['id'], 60)!r}, artifact {sha[:12]})"
-
-        def bad(why: str, hint: str | None = None, *, _label: str = label) -> BundleRefusedError:
-            return _refuse(f"{_label}: {why}", hint)
-
-        if sha in listed:
-            raise bad("the artifact is listed twice")
-        listed.add(sha)
-        if sha not in members:
-            raise bad("listed in the manifest but not in the bundle")
-        try:   # the rules of every deposit (lengths, NUL, empty fields, the graft template)
-            check_deposit_text(Problem(id=p["id"], text=p["text"], reference=p["reference"]), s["text"], s["answer"],
-                               fmt)
-        except DepositRefusedError as err:
-            raise bad(err.message, err.hint) from None
-        if any("\x00" in value for value in (p["source"] or "", s["deposited_by"])):   # a bundle's own fields
-            raise bad("a text contains a NUL character")
-        digest = text_hash(p["text"])
-        if ids.setdefault(p["id"], digest) != digest:
-            raise bad("the problem id is used twice in the bundle with different texts")
-        existing = lib.catalog.get_problem(p["id"])
-        if existing is not None and existing.text_hash != digest:
-            raise bad(f"the library's problem {printable(p['id'], 60)!r} holds a different text",
-                      hint="import into another library, or rename the problem in the bundle")
-        problem = Problem(id=p["id"], text=p["text"], reference=p["reference"], source=p["source"] or "")
-        if existing is None:  # the same text under another id is the same problem
-            first = by_text.setdefault(digest, p["id"])
-            problem = lib.filed_as(problem)
-            if problem.id == p["id"] and first != p["id"]:
-                problem = Problem(id=first, text=p["text"], reference=p["reference"], source=p["source"] or "")
-
-        try:   # answers are checked against the catalogued reference, never one the bundle brings
-            problem = lib.checked_reference(problem)
-        except DepositRefusedError as err:
-            raise bad(err.message, err.hint) from None
-        reference = (problem.reference or "").strip()
-        if refs.setdefault(problem.id, reference) != reference:
-            raise bad(f"the bundle gives problem {printable(problem.id, 60)!r} two different references "
-                      f"({printable(refs[problem.id], 40)!r} and {printable(reference, 40)!r})")
-
-        staged = staging / f"{sha}.kv"
-        try:
-            _stage(tar, members[sha], staged, limit)
-            if artifact_name(staged.read_bytes()) != sha:
-                raise ArtifactError("its content hash differs from its name")
-            header = parse_artifact(staged.read_bytes(), expected_sha256=sha).header
-        except ArtifactError as err:
-            raise bad(f"integrity: {err.message}") from None
-        except (tarfile.TarError, OSError, EOFError) as err:
-            raise bad(f"unreadable member: {err}") from None
-        if header.fingerprint_digest != entry["fingerprint_digest"]:
-            raise bad("the manifest's fingerprint differs from the artifact's own header")
-        window = engine.context_window
-        if window and header.token_count > window:
-            raise bad(f"the artifact holds {header.token_count:,} tokens, more than the {window:,}-token window")
-        ours = header.fingerprint_digest == fp.digest
+    for number, raw in enumerate(entries, start=1):
+        entry = _entry(number, raw, listed, members)
+        staged = staging / f"{entry.sha}.kv"
+        header = _read_staged(tar, members[entry.sha], staged, limit, entry)
+        ours = _made_here(engine, header, entry)
         if not ours and not any_fingerprint:
-            report.skipped.append((sha, f"made under fingerprint {header.fingerprint_digest[:12]} "
-                                        f"(model {printable(entry.get('model_name'), 60)}), "
-                                        f"this engine is {fp.digest[:12]}"))
+            report.skipped.append((entry.sha, f"made under fingerprint {header.fingerprint_digest[:12]} "
+                                              f"(model {printable(entry.model_name, 60)}), "
+                                              f"this engine is {engine.fingerprint.digest[:12]}"))
             staged.unlink()
             continue
-        if header.meta.get("template") != fmt.tag:   # another template's text: not "altered", just old
-            raise bad(f"it was prefilled through graft template {printable(header.meta.get('template'), 40)}, "
-                      f"this engine asks in {fmt.tag}",
-                      hint="import it with the build that exported it, run `flywheel library rebuild`, and export again")
-        if ours or header.fingerprint.get("tokenizer_sha256") == fp.tokenizer_sha256:
-            if header.token_ids != engine.encode_prompt(fmt.graft([(problem.text, s["text"], s["answer"])])):
-                raise bad("its tokens are not the graft text of the problem, solution and answer it is filed under",
-                          hint="the bundle was altered; import only bundles written by `flywheel library export`")
-        verdict = problem.check(s["answer"])
-        status, reason = verdict.status, verdict.reason
-        unverified = not verdict.equivalent
-        if contradicted(status):
-            raise bad(f"the answer {printable(s['answer'], 60)!r} is contradicted by the verifier: "
-                      f"{printable(reason, 160)}")
-        if unverified and not allow_unverified:
-            raise bad(f"the answer {printable(s['answer'], 60)!r} could not be verified ({status}: "
-                      f"{printable(reason, 160)})",
-                      hint="pass --unverified to import such entries marked unverified (never routed unless asked)")
-        checked.append(StagedDeposit(
-            staged,
-            ProblemSpec.of(problem),
-            SolutionSpec(text=s["text"], answer=s["answer"], verdict_status=status, verdict_reason=reason,
-                         deposited_by=s["deposited_by"], unverified=unverified),
-            ArtifactSpec(sha256=sha, fingerprint_digest=header.fingerprint_digest,
-                         fingerprint_json=json.dumps(header.fingerprint), model_name=_model_name(header, entry),
-                         token_count=header.token_count, size_bytes=members[sha].size,
-                         logits_sha256=header.logits_sha256),
-            routable=ours and not unverified))
+        _check_template(engine, header, entry)
+        judged = _judge(lib, engine, entry, filing, verifier=verifier, allow_unverified=allow_unverified)
+        _check_tokens(engine, header, judged.problem, entry)
+        checked.append(_staged_deposit(entry, header, judged, staged, members[entry.sha].size, ours=ours))
     unlisted = sorted(set(members) - listed)
     if unlisted:
         raise _refuse(f"bundle holds artifacts/{unlisted[0][:12]}….kv, which its manifest does not list")
     return checked
 
 
-def _model_name(header: ArtifactHeader, entry: dict[str, Any]) -> str:
-    name = header.fingerprint.get("model") or entry.get("model_name") or "unknown"
+def _model_name(header: ArtifactHeader, entry: _Entry) -> str:
+    name = header.fingerprint.get("model") or entry.model_name or "unknown"
     return str(name)[:255]
 
 
@@ -482,7 +558,7 @@ class _NoZeroPadding(io.RawIOBase):
 
 
 def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: bool = False,
-                  allow_unverified: bool = False) -> ImportReport:
+                  allow_unverified: bool = False, verifier: VerifierConfig | None = None) -> ImportReport:
     """Check a bundle completely, then import all of it or nothing (see the module docstring).
 
     Args:
@@ -491,6 +567,7 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
         engine: the importing engine: its tokenizer re-checks token ids, its model bounds sizes.
         any_fingerprint: also import artifacts made under other fingerprints (never routed here).
         allow_unverified: import answers the verifier cannot check, marked unverified.
+        verifier: the verifier settings answers are checked under, as for `Library.deposit` (its defaults when None).
     Returns:
         counts of imported and already-present artifacts, and the skipped other-fingerprint ones.
     Raises:
@@ -514,7 +591,7 @@ def import_bundle(lib: Library, path: Path, engine: Engine, *, any_fingerprint: 
         with tar, staging_dir(lib.root) as staging:
             manifest_info, members = _members(tar, limit)
             entries = _read_manifest(tar, manifest_info, len(members))
-            checked = _check_entries(lib, engine, tar, entries, members, staging, limit,
+            checked = _check_entries(lib, engine, tar, entries, members, staging, limit, verifier=verifier,
                                      any_fingerprint=any_fingerprint, allow_unverified=allow_unverified,
                                      report=report)
             done = lib.deposit_staged(checked, fingerprint=engine.fingerprint.digest)

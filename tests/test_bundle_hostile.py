@@ -22,11 +22,13 @@ import pytest
 
 from flywheel.bundle import export_bundle, import_bundle, max_artifact_bytes
 from flywheel.engine import Engine
-from flywheel.errors import BundleRefusedError, DepositRefusedError
+from flywheel.errors import ArtifactError, BundleRefusedError, DepositRefusedError
+from flywheel.kv.checked import checked_artifact
 from flywheel.library import Library
 from flywheel.library.deposits import MAX_ID_CHARS, MAX_TEXT_CHARS
 from flywheel.problemsets import Problem
 from tests.helpers import index_size
+from verifiers import VerifierConfig
 
 LINEAR = Problem(id="lin-1", text="Solve for x: 2x+3=7", reference="2")
 FRANCE = Problem(id="geo-1", text="What is the capital of France?", reference="Paris")
@@ -181,6 +183,67 @@ def test_import_applies_deposit_text_limits(bundle: Path, target: Library, tiny_
         entry_for(m, "geo-1")["problem"]["reference"] = "P" * 300_000
 
     refused_whole(target, tiny_gemma, altered(bundle, tmp_path / "huge.tar", huge), "limit")
+
+
+# --- one judgement, one checked read --------------------------------------------------------------
+
+
+THIRD = Problem(id="third", text="What is 1/3 to three places?", reference="1/3")
+CLOSE = VerifierConfig(tolerance=1e-2)   # 0.333 is 1/3 within 1%; exact (the default) it is not
+
+
+@pytest.mark.parametrize("verifier", [None, CLOSE], ids=["default", "tolerance"])
+def test_deposit_and_import_judge_an_entry_alike_under_the_verifier_settings_given(
+        verifier: VerifierConfig | None, tmp_path: Path, tiny_gemma: Engine) -> None:
+    bundle = tmp_path / "third.tar"
+    with Library.open(tmp_path / "source") as source:
+        source.deposit(tiny_gemma, THIRD, "1/3 = 0.333", "0.333", verifier=CLOSE)
+        export_bundle(source, bundle)
+    with Library.open(tmp_path / "deposited") as deposited, Library.open(tmp_path / "imported") as imported:
+        try:
+            deposited.deposit(tiny_gemma, THIRD, "1/3 = 0.333", "0.333", verifier=verifier)
+        except DepositRefusedError as err:
+            msg = refused_whole(imported, tiny_gemma, bundle, re.escape(err.message), verifier=verifier)
+            assert verifier is None and "contradicted" in msg       # the same words, under the same settings
+        else:
+            assert verifier is CLOSE
+            assert import_bundle(imported, bundle, tiny_gemma, verifier=verifier).imported == 1
+            assert [a.sha256 for a in imported.catalog.list_artifacts()] == \
+                   [a.sha256 for a in deposited.catalog.list_artifacts()]      # both verified and routable
+
+
+def flip_artifact_byte(bundle: Path, out: Path) -> tuple[Path, str, bytes]:
+    """`bundle` with one byte of its first artifact's tensor data flipped (name and size kept)."""
+    items = [(m.name, data) for m, data in members(bundle)]
+    name, data = next((n, d) for n, d in items if n.startswith("artifacts/"))
+    bad = data[:-10] + bytes([data[-10] ^ 1]) + data[-9:]
+    sha = name.removeprefix("artifacts/").removesuffix(".kv")
+    return write_tar(out, [(n, bad if n == name else d) for n, d in items]), sha, bad
+
+
+def test_an_artifact_altered_in_a_bundle_is_refused_by_the_one_checked_read(
+        bundle: Path, target: Library, tiny_gemma: Engine, tmp_path: Path) -> None:
+    path, sha, bad = flip_artifact_byte(bundle, tmp_path / "flipped.tar")
+    with pytest.raises(ArtifactError) as direct:               # what the checked read says of these bytes
+        checked_artifact(bad, sha)
+    msg = refused_whole(target, tiny_gemma, path, "integrity", allow_unverified=True)
+    assert direct.value.message in msg and sha[:12] in msg
+    import_bundle(target, bundle, tiny_gemma, allow_unverified=True)   # the same bytes in a store: the same check
+    target.store.path_for(sha).write_bytes(bad)
+    with pytest.raises(ArtifactError) as graft_read:
+        target.load_graft(tiny_gemma, sha)
+    assert graft_read.value.message == direct.value.message
+
+
+def test_import_hashes_each_staged_artifact_once(bundle: Path, target: Library, tiny_gemma: Engine,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from flywheel.kv import artifact
+
+    calls = []
+    real = artifact._content_digest
+    monkeypatch.setattr(artifact, "_content_digest", lambda *a: calls.append(1) or real(*a))
+    assert import_bundle(target, bundle, tiny_gemma, allow_unverified=True).imported == 3
+    assert len(calls) == 2 * 3    # per artifact: its checked read, and the store naming the bytes it writes
 
 
 # --- all or nothing -------------------------------------------------------------------------------

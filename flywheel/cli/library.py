@@ -165,19 +165,21 @@ def show(ctx: click.Context, artifact_id: str) -> None:
       flywheel library show c7bcf81b
     """
     from flywheel.domain import ShaPrefix
-    from flywheel.kv import parse_artifact
+    from flywheel.errors import ArtifactNotFoundError
 
     with _open(ctx, write=False) as lib:
         row = lib.catalog.get_artifact(ShaPrefix(artifact_id))
         sol = lib.catalog.get_solution(row.solution_id)
         prob = lib.catalog.get_problem(row.problem_id)
-        data = lib.store.get(row.sha256)
-    header = parse_artifact(data).header if data is not None else None
+        try:
+            header = lib.checked_read(row.sha256).header   # hashed once
+        except ArtifactNotFoundError:
+            header = None
     out = {"artifact": row.sha256, "problem_id": row.problem_id, "problem": prob.text if prob else None,
            "solution": sol.text if sol else None, "answer": sol.answer if sol else None,
            "verdict": sol.verdict_status if sol else None, "unverified": sol.unverified if sol else None,
            "deposited_by": sol.deposited_by if sol else None, "tokens": row.token_count, "bytes": row.size_bytes,
-           "fingerprint": json.loads(row.fingerprint_json), "file": "missing" if data is None else "ok (hash checked)",
+           "fingerprint": json.loads(row.fingerprint_json), "file": "missing" if header is None else "ok (hash checked)",
            "layers": [layer.kind for layer in header.layers] if header else None,
            "logits_sha256": row.logits_sha256}
     click.echo(json.dumps(out, indent=2, default=str))

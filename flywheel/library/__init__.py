@@ -3,7 +3,8 @@
 Deposits (`deposit`, `deposit_many`, `deposit_staged` for a checked bundle: `flywheel.bundle`
 imports through it), upkeep (`rebuild` for another model, `scan` for store/catalog/index
 disagreements) and grafts (`route`, `load_graft`, `composite`) are methods here; the CLI only
-parses, calls and prints.
+parses, calls and prints. What a deposit or a bundle entry says is judged in one place, `judge`;
+artifact bytes are read for a graft in one place, `checked_read`.
 
 Deposit order is what makes a crash harmless: verify the answer, prefill, write the artifact
 bytes durably (atomic rename), then commit the catalog row, then index it. A crash before the
@@ -19,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,16 +29,21 @@ from flywheel import config
 from flywheel.domain import ArtifactSha, Progress
 from flywheel.errors import (
     ArtifactError,
-    ArtifactNotFoundError,
     CatalogVersionError,
     DepositRefusedError,
     FlywheelError,
     LibraryError,
-    TemplateMismatchError,
 )
-from flywheel.kv import Graft, capture, graft, parse_artifact
+from flywheel.kv import Graft, capture, graft
 from flywheel.kv.artifact import Artifact, artifact_name
-from flywheel.library.deposits import StagedDeposit, check_deposit_text, contradicted
+from flywheel.kv.checked import CheckedArtifacts
+from flywheel.library.deposits import (
+    Judgement,
+    StagedDeposit,
+    check_deposit_text,
+    contradicted,
+    refuse_unverified,
+)
 from flywheel.library.staging import STAGING_PREFIX, stale_staging_dirs
 from flywheel.problemsets import Problem
 from flywheel.store import ArtifactStore as ArtifactStoreBase
@@ -48,6 +54,7 @@ if TYPE_CHECKING:
     from flywheel.catalog import ArtifactRow, Catalog, ProblemRow
     from flywheel.domain import RouteDecision
     from flywheel.engine import Engine
+    from flywheel.prompts import PromptFormat
     from flywheel.router import Router, RouterConfig
     from flywheel.store import ArtifactStore
     from verifiers import Verdict, VerifierConfig
@@ -298,21 +305,10 @@ class Library:
         """
         from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
 
-        check_deposit_text(problem, solution, answer, engine.prompt_format)
-        given = problem.reference
-        problem = self.checked_reference(self.filed_as(problem), verifier)
-        if verdict is None or problem.reference != given:
-            verdict = problem.check(answer, config=verifier)
-        status, reason = verdict.status, verdict.reason
-        if contradicted(status) or (status != "equivalent" and not unverified):
-            against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"
-            label = printable(problem.id or repr(problem.text[:40]), 80)
-            hint = ("correct the answer (--unverified stores answers that cannot be checked, never contradicted ones)"
-                    if contradicted(status) else
-                    "correct the answer, or pass --unverified to deposit it marked as such (never routed unless asked)")
-            raise DepositRefusedError(
-                f"answer {printable(answer, 80)!r} for {label} was not verified against {printable(against, 120)}: "
-                f"{status} ({printable(reason, 200)})", hint=hint)
+        judged = self.judge(problem, solution, answer, engine.prompt_format, verifier=verifier,
+                            allow_unverified=unverified, verdict=verdict)
+        problem = judged.problem
+        status, reason = judged.verdict.status, judged.verdict.reason
         pspec = ProblemSpec.of(problem)
         fp = engine.fingerprint
         existing = self.catalog.find_deposit(pspec, solution, answer, fp.digest)
@@ -353,6 +349,32 @@ class Library:
             # sync, not add: it also indexes what an interrupted deposit committed but never indexed.
             self.router.sync(fp.digest)
         return DepositResult(row.problem.id, row.artifact.sha256, row.created, status, reason, len(ids), unverified)
+
+    def judge(self, problem: Problem, solution: str, answer: str, prompt_format: PromptFormat, *,
+              verifier: VerifierConfig | None = None, allow_unverified: bool = False, verdict: Verdict | None = None,
+              file_as: Callable[[Problem], Problem] | None = None) -> Judgement:
+        """The one judgement of what a deposit or a bundle entry says, before anything is written.
+
+        The text rules (`check_deposit_text`: sizes, NUL, empty fields, texts that would break
+        `prompt_format`'s graft), then the problem as filed (`file_as`, default `filed_as`; an
+        import also files within its bundle) with its catalogued reference (`checked_reference`),
+        then the verifier's verdict on `answer` under `verifier` (its defaults when None). A
+        carried `verdict` stands when the answer is checked against the very reference it was
+        reached on. Contradicted answers are refused; unverifiable ones unless `allow_unverified`.
+
+        Raises:
+            DepositRefusedError: any rule, reference or verdict refused it (in the same words for both).
+
+        Example:
+            >>> lib.judge(problem, "2+3=5", "5", engine.prompt_format).verified   # doctest: +SKIP
+            True
+        """
+        check_deposit_text(problem, solution, answer, prompt_format)
+        filed = self.checked_reference((file_as or self.filed_as)(problem), verifier)
+        if verdict is None or filed.reference != problem.reference:
+            verdict = filed.check(answer, config=verifier)
+        refuse_unverified(filed, answer, verdict, allow_unverified=allow_unverified)
+        return Judgement(filed, verdict)
 
     def filed_as(self, problem: Problem) -> Problem:
         """`problem` with the id it is (or would be) catalogued under.
@@ -440,7 +462,7 @@ class Library:
 
     def deposit_many(self, engine: Engine, rows: Sequence[tuple[int, Mapping[str, str]] | BadRow], *,
                      source: str = "curator", deposited_by: str = "curator", unverified: bool = False,
-                     progress: Progress | None = None) -> BatchDeposit:
+                     verifier: VerifierConfig | None = None, progress: Progress | None = None) -> BatchDeposit:
         """Deposit table rows one by one; a bad row is refused with its line and the rest go on.
 
         Args:
@@ -450,6 +472,7 @@ class Library:
             source: the problem set name recorded with each problem (e.g. the file's name).
             deposited_by: recorded with each solution.
             unverified: as for `deposit`.
+            verifier: the verifier settings each answer is checked under, as for `deposit`.
             progress: called as `progress(done, total, problem id)` (e.g. to draw a bar).
         Returns:
             the deposited rows (with each `DepositResult`) and the refused ones, by line.
@@ -471,7 +494,7 @@ class Library:
                                   reference=row.get("reference") or None, source=source)
                 try:
                     result = self.deposit(engine, problem, row["solution"], row["answer"],
-                                          deposited_by=deposited_by, unverified=unverified)
+                                          deposited_by=deposited_by, unverified=unverified, verifier=verifier)
                 except FlywheelError as err:
                     refused.append(RefusedRow(line, err.message))
                 else:
@@ -625,41 +648,31 @@ class Library:
     # --- graft -----------------------------------------------------------------------------------
 
     def load_graft(self, engine: Engine, sha256: str) -> Graft:
-        """Fetch, hash-check, template-check, fingerprint-check and graft an artifact; raises `ArtifactError` if refused."""
-        artifact = self._read_artifact(sha256)
-        made_with, ours = artifact.header.meta.get("template"), engine.prompt_format.tag
-        if made_with != ours:   # its bytes hold another prompt (format) than the attempt continues
-            raise TemplateMismatchError(
-                f"artifact {sha256[:12]} was prefilled through graft template {made_with or 'unknown'}, "
-                f"this engine asks in {ours}",
-                hint="re-prefill the library's solutions: flywheel library rebuild")
-        return graft(engine, artifact)
+        """Graft an artifact read through `checked_read` for `engine` and its prompt format; raises `ArtifactError` if refused."""
+        return graft(engine, self.checked_read(sha256, engine=engine, template=engine.prompt_format.tag))
 
     def load_raw_graft(self, engine: Engine, sha256: str) -> Graft:
         """`load_graft` without the template check, for artifacts of arbitrary text (the restore benches'
         prefixes); still hash- and fingerprint-checked. Attempts use `load_graft`."""
-        return graft(engine, self._read_artifact(sha256))
+        return graft(engine, self.checked_read(sha256, engine=engine))
 
-    def _read_artifact(self, sha256: str) -> Artifact:
-        # Hashed once, by parse_artifact against the requested id: corrupt, truncated or
-        # substituted bytes raise before any tensor reaches the engine.
-        data = self.store.get_unchecked(sha256)
-        if data is None and (self.root / COMPOSITES_DIR).is_dir():
-            data = self.composites.get_unchecked(sha256)
-        if data is None:
-            raise ArtifactNotFoundError(f"artifact {sha256[:12]} is catalogued but its file is missing",
-                                        hint="`flywheel library verify` lists missing files; re-deposit or import them")
-        return parse_artifact(data, expected_sha256=sha256)
+    def checked_read(self, sha256: str, *, engine: Engine | None = None, template: str | None = None) -> Artifact:
+        """The artifact `sha256` (a deposit's, else a composite's), hashed once and checked before any
+        tensor reaches an engine: see `flywheel.kv.checked.checked_artifact`.
 
-    def _current(self, sha256: str, tag: str) -> bool:
-        """Whether a stored artifact is whole and was prefilled through graft template `tag` (the engine's format's)."""
-        data = self.store.get_unchecked(sha256)
-        if data is None:
-            return False
+        Raises:
+            ArtifactError: missing, corrupt, truncated or substituted bytes, another setup or template.
+        """
+        stores = (self.store, self.composites) if (self.root / COMPOSITES_DIR).is_dir() else (self.store,)
+        return CheckedArtifacts(*stores).read(sha256, engine=engine, template=template)
+
+    def _current(self, sha256: str, template: str) -> bool:
+        """Whether a stored deposit artifact is whole and was prefilled through `template` (the engine's format's)."""
         try:
-            return parse_artifact(data, expected_sha256=sha256).header.meta.get("template") == tag
+            CheckedArtifacts(self.store).read(sha256, template=template)
         except ArtifactError:
             return False
+        return True
 
     def _remove_unnamed(self, sha256: str) -> bool:
         """Remove the stored file `sha256` unless a catalog row names it; True if it was removed."""

@@ -1,6 +1,7 @@
 """What a deposit must be before anything is written: the text rules, what counts as a contradicted
-answer, and a checked deposit waiting in a staging file (a bundle entry). Shared by
-`Library.deposit` and the bundle import, so both refuse the same things."""
+answer, the words a refused verdict is given in, and a checked deposit waiting in a staging file
+(a bundle entry). `Library.judge` applies them to a deposit and to a bundle entry alike, so both
+refuse the same things in the same words."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from flywheel.terminal import printable
 if TYPE_CHECKING:
     from flywheel.catalog import ArtifactSpec, ProblemSpec, SolutionSpec
     from flywheel.problemsets import Problem
+    from verifiers import Verdict
 
 #: Longest problem, solution, answer or reference text a deposit (or an import) accepts.
 MAX_TEXT_CHARS = MAX_CELL_CHARS
@@ -53,6 +55,36 @@ def contradicted(status: str) -> bool:
     """Whether a verdict contradicts the answer (as opposed to being unable to check it)."""
     return status == "not_equivalent"
 
+
+def refuse_unverified(problem: Problem, answer: str, verdict: Verdict, *, allow_unverified: bool) -> None:
+    """Raise `DepositRefusedError` when `verdict` contradicts `answer`, or cannot confirm it and
+    `allow_unverified` was not given; `problem` carries the reference the verdict was reached on."""
+    status, reason = verdict.status, verdict.reason
+    if not contradicted(status) and (verdict.equivalent or allow_unverified):
+        return
+    against = f"reference {problem.reference!r}" if problem.reference else "substitution into the problem"
+    said = f"answer {printable(answer, 80)!r} for {printable(problem.id or repr(problem.text[:40]), 80)}"
+    why = f"{status}: {printable(reason, 200)}"
+    if contradicted(status):
+        raise DepositRefusedError(
+            f"{said} was not verified: it is contradicted by {printable(against, 120)} ({why})",
+            hint="correct the answer (--unverified stores answers that cannot be checked, never contradicted ones)")
+    raise DepositRefusedError(
+        f"{said} could not be verified against {printable(against, 120)} ({why})",
+        hint="correct the answer, or pass --unverified to store it marked as such (never routed unless asked)")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """An entry that passed `Library.judge`: the problem as filed, with the reference its answer was
+    checked against, and the verifier's verdict on that answer."""
+
+    problem: Problem
+    verdict: Verdict
+
+    @property
+    def verified(self) -> bool:
+        return self.verdict.equivalent
 
 
 @dataclass(frozen=True)

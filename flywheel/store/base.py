@@ -77,9 +77,9 @@ class ArtifactStore(ABC):
     def get_unchecked(self, sha: str) -> bytes | None:
         """The stored bytes named `sha` without re-hashing them, or None.
 
-        Only for a caller that checks the content hash itself before using a byte (the graft
-        path: `parse_artifact(data, expected_sha256=sha)`), so an artifact is hashed once, not
-        twice. The default is the checked `get`.
+        Only for the one checked read (`flywheel.kv.checked.CheckedArtifacts`), which checks the
+        content hash itself before a byte is used, so an artifact is hashed once, not twice.
+        The default is the checked `get`.
         """
         return self.get(sha)
 
