@@ -19,6 +19,7 @@ server, so neither pass pays its start-up.
     python bench/recurring.py --problems 8 --budget 160 --json
     python bench/recurring.py --paper-scale                      # the paper's scale (hours on a CPU)
     python bench/recurring.py --paper-scale --budget-total 4096 --attempt-budget 256   # reduced, reported so
+    python bench/recurring.py --paper-scale --library runs/paper   # keep the library: `flywheel --library runs/paper report`
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
+from flows.tasks import attempt_record  # noqa: E402
 from flows.demo import write_set  # noqa: E402
 from flywheel import config, modelzoo  # noqa: E402
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many  # noqa: E402
+from flywheel.catalog import AttemptRecord  # noqa: E402
 from flywheel.energy import EnergyMeter, Reading  # noqa: E402
 from flywheel.engine import Engine, EngineSettings  # noqa: E402
+from flywheel.domain import RouteDecision  # noqa: E402
 from flywheel.library import Library  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, set_hash  # noqa: E402
 
@@ -227,12 +231,51 @@ def default_state(model: str, total: int, attempt_budget: int) -> Path:
     return Path(__file__).resolve().parent / "results" / f"paper-scale-{safe}-{total}-{attempt_budget}.scan.jsonl"
 
 
+NO_ROUTE = RouteDecision("none", None, 0.0, None)
+
+
+def _loggable(record: AttemptRecord) -> dict[str, Any]:
+    """An attempt's catalog record as a scan-log field (the run id is given when it is recorded)."""
+    out = dict(vars(record))
+    del out["run_id"]
+    return out
+
+
+def record_passes(lib: Library, engine: Engine, rule: dict[str, Any], champ: list[Problem], scanned: list[dict[str, Any]],
+                  graft_run: str, grafted: list[AttemptRecord], scan_run: str) -> dict[str, Any]:
+    """Record the scan and the grafted pass in `lib`'s catalog as two runs, so `flywheel report` shows them.
+
+    The scan's run (`scan_run`, ungrafted) holds every attempt the log kept; a problem judged by an
+    older version of this bench, whose log row has no attempts, is named in `not_recorded` (the
+    report then has no baseline for it and counts it, never compares it). Recording is idempotent:
+    an attempt already in the catalog is not written twice.
+    """
+    shown = [r for r in scanned if "attempts" in r]
+    by_id = {p.id: p for p in champ}
+    lib.catalog_problems([by_id[r["problem_id"]] for r in shown] + [by_id[a.problem_id] for a in grafted])
+    common = {"problem_set": "champ", "problem_set_hash": set_hash(champ), "model_name": engine.fingerprint.model,
+              "model_fingerprint": engine.fingerprint.digest}
+    lib.catalog.create_run(run_id=scan_run, budget=rule["attempt_budget"], attempts=rule["attempts_per_problem"],
+                           no_graft=True, **common)
+    for row in shown:
+        for a in row["attempts"]:
+            lib.catalog.record_attempt(AttemptRecord(run_id=scan_run, **a))
+    lib.catalog.finish_run(scan_run)
+    lib.catalog.create_run(run_id=graft_run, budget=RECURRENCE_BUDGET, attempts=1, **common)
+    for a in grafted:
+        lib.catalog.record_attempt(a)
+    lib.catalog.finish_run(graft_run)
+    return {"scan_run": scan_run, "graft_run": graft_run,
+            "not_recorded": [r["problem_id"] for r in scanned if "attempts" not in r]}
+
+
 def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLog, meter: EnergyMeter,
          slots: int) -> None:
     """Judge CHAMP problems in package order until `rule["problems"]` are unsolved, each written to `log` as judged.
 
     A problem's remaining attempts are not decoded once one of them verifies (it cannot be selected
-    any more); a problem none of whose K attempts verifies is selected.
+    any more); a problem none of whose K attempts verifies is selected. Each row keeps every decoded
+    attempt's catalog record (`attempts`, without a run id), so the scan can be recorded as a run.
     """
     k, budget, temp = rule["attempts_per_problem"], rule["attempt_budget"], rule["temperature"]
     for p in champ:
@@ -241,24 +284,27 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
         if p.id in log.judged:
             continue
         job = AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp)
-        decoded, solved, shas, ran = 0, False, set(), 0
+        decoded, solved, shas, records = 0, False, set(), []
         t0 = time.perf_counter()
         meter.start()
         attempts = solve_many(engine, None, [job], slots=min(slots, k))
-        for _, _, r in attempts:
+        for _, index, r in attempts:
             decoded += r.decode_tokens
-            ran += 1
             if r.logits_sha256:
                 shas.add(r.logits_sha256)
-            if p.check_output(r.text, r.mode, markers=r.markers).verdict.equivalent:
+            answered = p.check_output(r.text, r.mode, markers=r.markers)
+            records.append(_loggable(attempt_record(r, answered, run_id="", problem_id=p.id, attempt_index=index,
+                                                    route=NO_ROUTE)))
+            if answered.verdict.equivalent:
                 solved = True
                 break           # early stop: the rest would not change the verdict
+        ran = len(records)
         attempts.close()
         reading = meter.stop()
         log.add({"problem_id": p.id, "solved": solved, "attempts_decoded": ran, "decode_tokens": decoded,
                  "budget_tokens": k * budget, "wall_s": time.perf_counter() - t0, "joules": reading.joules,
                  "energy_source": reading.source, "logits_sha256": sorted(shas),
-                 "load_average": os.getloadavg()[0], "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                 "load_average": os.getloadavg()[0], "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "attempts": records})
         print(f"  {p.id}: {'solved' if solved else 'not solved'} ({ran} of {k} attempts x {budget}; "
               f"{decoded:,} decoded, {time.perf_counter() - t0:.0f} s)", flush=True)
 
@@ -285,20 +331,28 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     selected = [by_id[r["problem_id"]] for r in log.rows if not r["solved"]][:PAPER_PROBLEMS]
     k, budget = rule["attempts_per_problem"], rule["attempt_budget"]
     with tempfile.TemporaryDirectory(prefix="recurring-paper-", dir=args.workdir) as tmp, \
-            Library.open(Path(tmp)) as lib:
+            Library.open(Path(args.library) if args.library else Path(tmp)) as lib:
         deposits = [lib.deposit(engine, p, p.solution or "", p.reference or "", deposited_by="curator:bench")
                     for p in selected]
-        jobs = []
-        for p in selected:
-            route = lib.route(engine, p.text)
-            jobs.append(AttemptJob(p, route.kind, route.artifact_sha, [PlannedAttempt(0, RECURRENCE_BUDGET, None)]))
+        routes = {p.id: lib.route(engine, p.text) for p in selected}
+        jobs = [AttemptJob(p, routes[p.id].kind, routes[p.id].artifact_sha, [PlannedAttempt(0, RECURRENCE_BUDGET, None)])
+                for p in selected]
         t1 = time.perf_counter()
         meter.start()
         grafted = [(j.problem, r) for j, _, r in solve_many(engine, lib, jobs, slots=args.slots)]
         with_graft = meter.stop()
         graft_wall = time.perf_counter() - t1
-    checked = [(p, r, p.check_output(r.text, r.mode, markers=r.markers)) for p, r in grafted]
-    rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": next(j.route for j in jobs if j.problem is p), "answer": a.answer,
+        checked = [(p, r, p.check_output(r.text, r.mode, markers=r.markers)) for p, r in grafted]
+        runs = None
+        if args.library:
+            stem = state.name.removesuffix(".jsonl").removesuffix(".scan")
+            graft_run = f"{stem}-graft-{time.strftime('%Y%m%dT%H%M%S')}"
+            records = [attempt_record(r, a, run_id=graft_run, problem_id=p.id, attempt_index=0, route=routes[p.id])
+                       for p, r, a in checked]
+            runs = record_passes(lib, engine, rule, champ, log.rows, graft_run, records,
+                                 scan_run=f"{stem}-scan")
+            runs["library"] = str(Path(args.library).resolve())
+    rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": routes[p.id].kind, "answer": a.answer,
              "verified": a.verdict.equivalent, "decode_tokens": r.decode_tokens,
              "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,
              "artifact_sha256": r.grafted_artifact_sha, "logits_sha256": r.logits_sha256} for p, r, a in checked]
@@ -307,16 +361,20 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     budget_tokens = len(selected) * k * budget
     graft_decode = sum(r["decode_tokens"] for r in rows)
     graft_computed = graft_decode + sum(r["prefill_tokens"] for r in rows)
+    decoded_without = sum(r["decode_tokens"] for r in chosen)
     return {"mode": "paper-scale", "model": model, "fingerprint": engine.fingerprint.digest,
             "device": engine.fingerprint.device_name, "cpu_count": os.cpu_count(), "load_average": os.getloadavg(),
             "rule": rule, "paper_scale": args.budget_total >= PAPER_TOTAL, "state": str(state),
             "state_sha256": modelzoo.sha256_file(state), "champ_set_hash": set_hash(champ),
             "selected": [p.id for p in selected], "selected_set_hash": set_hash(selected), "scanned": scanned,
-            "budget_tokens": budget_tokens, "decoded_without_graft": sum(r["decode_tokens"] for r in chosen),
+            "budget_tokens": budget_tokens, "decoded_without_graft": decoded_without,
             "decoded_in_scan": sum(r["decode_tokens"] for r in scanned),
             "graft_decode_tokens": graft_decode, "graft_computed_tokens": graft_computed,
-            "token_factor": ratio(budget_tokens, graft_decode),
-            "computed_factor": ratio(sum(r["decode_tokens"] for r in chosen), graft_computed),
+            # The report's definitions (`flywheel.report.figures`): tokens decoded without / with.
+            "decode_factor": ratio(decoded_without, graft_decode),
+            "computed_factor": ratio(decoded_without, graft_computed),
+            # The paper's row as it is usually quoted: the budget given without / decode tokens with.
+            "budget_factor": ratio(budget_tokens, graft_decode), "catalog": runs,
             "verified_with_graft": sum(r["verified"] for r in rows),
             "energy_source": with_graft.source, "joules_without": sum(r["joules"] for r in chosen),
             "joules_scan": sum(r["joules"] for r in scanned), "joules_with": with_graft.joules,
@@ -336,13 +394,20 @@ def print_paper(r: dict[str, Any]) -> None:
     for w in r["rows"]:
         print(f"  {w['problem_id']}: route {w['route']}, {w['decode_tokens']} decode tokens, answer {w['answer']!r}, "
               f"verified {w['verified']}, artifact {str(w['artifact_sha256'])[:12]}, logits {str(w['logits_sha256'])[:12]}")
-    print(f"budget tokens without graft {r['budget_tokens']:,} (decoded {r['decoded_without_graft']:,}); "
-          f"decode tokens with grafts {r['graft_decode_tokens']:,}; factor {_x(r['token_factor'])} "
+    print(f"budget tokens without graft {r['budget_tokens']:,}, decoded {r['decoded_without_graft']:,}; "
+          f"decode tokens with grafts {r['graft_decode_tokens']:,}: budget factor {_x(r['budget_factor'])} "
           f"(paper: {REFERENCE['budget_tokens']:,} -> {REFERENCE['decode_tokens']} = {REFERENCE['token_factor']:,}x); "
+          f"decode factor (decoded without / with, the report's) {_x(r['decode_factor'])}; "
           f"computed factor (decoded without / prefill + decode with) {_x(r['computed_factor'])}")
     print(f"verified with grafts {r['verified_with_graft']}/{len(r['rows'])}; wall {r['wall_without_s']:.1f} s "
           f"without, {r['wall_with_s']:.1f} s with; energy {r['joules_without']:.1f} J without, "
           f"{r['joules_with']:.1f} J with [{r['energy_source']}]{est}")
+    if r["catalog"]:
+        c = r["catalog"]
+        missing = f"; judged before attempts were logged, not recorded: {', '.join(c['not_recorded'])}" \
+            if c["not_recorded"] else ""
+        print(f"recorded as runs {c['scan_run']} (ungrafted scan) and {c['graft_run']} (grafted){missing}: "
+              f"flywheel --model {r['model']} --library {c['library']} report")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -364,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state", default=None,
                    help="--paper-scale: the scan's log (JSON lines, appended as each problem is judged; a rerun "
                         "resumes from it). Default bench/results/paper-scale-MODEL-TOTAL-ATTEMPT.scan.jsonl")
+    p.add_argument("--library", default=None,
+                   help="--paper-scale: keep the library here (default: a temporary one) and record the scan and "
+                        "the grafted pass in its catalog as two runs, for `flywheel --library DIR report`")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
     p.add_argument("--device", default="cpu", help="--paper-scale: cpu or cuda (the fingerprint records it; "
                                                     "a log written on one device is not resumed on another)")

@@ -128,7 +128,39 @@ def test_paper_scale_scan_resumes_where_it_stopped(tmp_path: Path, tiny_dirs: di
     assert [{k: r[k] for k in same} for r in resumed["scanned"]] == [{k: r[k] for k in same} for r in full["scanned"]]
     assert resumed["scanned"][:3] == full["scanned"][:3]    # the judged ones were read back, not decoded again
     assert resumed["selected_set_hash"] == full["selected_set_hash"]
+    assert resumed["decode_factor"] == pytest.approx(resumed["decoded_without_graft"] / resumed["graft_decode_tokens"])
+    assert resumed["budget_factor"] == pytest.approx(resumed["budget_tokens"] / resumed["graft_decode_tokens"])
     # Another rule on the same log is refused, naming what differs.
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "recurring.py"), *common[:-4], "--attempt-budget", "8",
                            "--slots", "2", "--state", str(cut)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0 and "'rule'" in proc.stderr
+
+
+def test_paper_scale_passes_are_runs_the_report_shows(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    """With --library, the scan and the grafted pass are recorded as two runs, and `flywheel report`
+    folds them under the bench's own definitions (decode factor = decoded without / with)."""
+    model = str(tiny_dirs["gemma3"])
+    state, library = tmp_path / "scan.jsonl", tmp_path / "lib"
+    common = ["--paper-scale", "--model", model, "--budget-total", "64", "--attempt-budget", "4", "--slots", "2",
+              "--state", str(state), "--library", str(library)]
+    out = run_bench("recurring.py", *common, tmp_path=tmp_path)
+    runs = out["catalog"]
+    assert runs["not_recorded"] == [] and runs["scan_run"] == "scan-scan"
+    scanned_attempts = sum(r["attempts_decoded"] for r in out["scanned"])
+    assert scanned_attempts == sum(len(r["attempts"]) for r in out["scanned"])
+    proc = subprocess.run([str(Path(sys.executable).parent / "flywheel"), "--model", model, "--library", str(library),
+                           "report", "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    by_run = {r["run_id"] if "run_id" in r else r["id"]: r for r in report["runs"]}
+    assert set(by_run) == {runs["scan_run"], runs["graft_run"]}
+    scan_attempts = [a for a in report["attempts"] if a["run_id"] == runs["scan_run"]]
+    assert len(scan_attempts) == scanned_attempts and not any(a["grafted"] for a in scan_attempts)
+    graft = by_run[runs["graft_run"]]
+    assert graft["compared_problems"] == len(out["selected"]) == 8
+    assert graft["decode_tokens_without"] == out["decoded_without_graft"]
+    assert graft["decode_tokens_with"] == out["graft_decode_tokens"]
+    assert graft["decode_factor"] == pytest.approx(out["decode_factor"])
+    # Run again on the same log and library: nothing is scanned or recorded twice.
+    again = run_bench("recurring.py", *common, tmp_path=tmp_path)
+    assert again["scanned"] == out["scanned"] and again["catalog"]["scan_run"] == runs["scan_run"]
