@@ -14,6 +14,7 @@ families (`gen:all?n=1&seed=S&split=SPLIT`, one per family per seed) and CHAMP (
 
     python bench/recurrences.py                                   # the check: held-out seeds 11-15 + 10 CHAMP
     python bench/recurrences.py --split train --seeds 1-3 --champ 0 --models smollm2-135m
+    python bench/recurrences.py --split train --seeds 1-3 --champ 20 --champ-offset 40 --models qwen2.5-coder-0.5b --chat-recaps 2
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from flywheel.engine import Engine  # noqa: E402
 from flywheel.errors import DepositRefusedError  # noqa: E402
 from flywheel.library import Library  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, load_problem_set  # noqa: E402
+from flywheel.prompts import ChatFormat  # noqa: E402
 from flywheel.stats import wilson  # noqa: E402
 
 DEFAULT_MODELS = ("gemma3-270m", "smollm2-135m")
@@ -59,12 +61,16 @@ def problems(args: argparse.Namespace) -> list[Problem]:
         out += load_problem_set(f"gen:all?n=1&seed={s}&split={args.split}").problems
     if args.problems:
         out += load_problem_set(args.problems).problems
-    return out + load_champ()[:args.champ_scan]
+    return out + load_champ()[args.champ_offset:args.champ_offset + args.champ_scan]
 
 
 def run_model(model: str, candidates: list[Problem], args: argparse.Namespace) -> dict[str, Any]:
     """Deposit each candidate's curated solution, ask it again on the exact route, verify the answer."""
     engine = Engine.load(model)
+    if args.chat_recaps is not None:   # a candidate recap count, for deciding CHAT_RECAPS on train problems
+        if not isinstance(engine.prompt_format, ChatFormat):
+            raise SystemExit(f"{model}: --chat-recaps needs a chat-format model, not {engine.prompt_format.tag}")
+        engine.prompt_format = engine.prompt_format.with_recaps(args.chat_recaps)
     with tempfile.TemporaryDirectory(prefix="recurrences-bench-") as tmp, Library.open(Path(tmp)) as lib:
         jobs, skipped, champ = [], [], 0
         for p in candidates:
@@ -108,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="11-15", help="generator seeds, e.g. 11-15 or 1,2,3 (one problem per family each)")
     ap.add_argument("--champ", type=int, default=10, help="CHAMP recurrences (the first ones the library accepts)")
     ap.add_argument("--champ-scan", type=int, default=40, help="how many CHAMP problems to consider for --champ")
+    ap.add_argument("--champ-offset", type=int, default=0, help="first CHAMP problem considered (package order)")
+    ap.add_argument("--chat-recaps", type=int, default=None,
+                    help="chat-format models: recap turns per graft (default: the format's own, CHAT_RECAPS)")
     ap.add_argument("--budget", type=int, default=64, help="decode budget per recurrence")
     ap.add_argument("--problems", default="", help="another problem set to add (e.g. 'gsm-symbolic:?templates=train&n=1&seed=1')")
     ap.add_argument("--slots", type=int, default=8, help="decode slots")

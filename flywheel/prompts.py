@@ -271,9 +271,12 @@ class ChatFormat(PromptFormat):
     markers: AnswerMarkers = "boxed"
     bos: bool = False   # the template's head is the whole opening (Qwen's GGUF names <|endoftext|> its BOS)
 
-    def __init__(self, scaffold: ChatScaffold, template_sha256: str) -> None:
+    def __init__(self, scaffold: ChatScaffold, template_sha256: str, recaps: int = CHAT_RECAPS) -> None:
+        if recaps < 0:
+            raise ValueError(f"recaps must be >= 0, not {recaps}")
         self.scaffold = scaffold
         self.template_sha256 = template_sha256
+        self.recaps = recaps
 
     @classmethod
     def from_template(cls, template: str, render: Callable[[list[dict[str, str]], bool], str]) -> ChatFormat:
@@ -281,7 +284,14 @@ class ChatFormat(PromptFormat):
 
     @property
     def tag(self) -> str:
-        return f"{CHAT_VERSION}:{self.template_sha256[:16]}"
+        """`chat-v1:<template sha>`; another recap count than v1's one is named in it (`chat-v1-r2:…`),
+        so an artifact built with other recaps is refused, never grafted."""
+        recaps = "" if self.recaps == 1 else f"-r{self.recaps}"
+        return f"{CHAT_VERSION}{recaps}:{self.template_sha256[:16]}"
+
+    def with_recaps(self, recaps: int) -> ChatFormat:
+        """This format with `recaps` recap turns after each example (a bench's candidate; the tag says so)."""
+        return ChatFormat(self.scaffold, self.template_sha256, recaps)
 
     def _ask(self, problem: str, mode: AttemptMode) -> PromptText:
         instruction = SOLVE_INSTRUCTION if mode == "solve" else ANSWER_INSTRUCTION
@@ -293,7 +303,7 @@ class ChatFormat(PromptFormat):
             a = answer.strip()
             pieces += [*self._ask(problem, "solve"), Piece(f"{solution.strip()}\n\nThe final answer is $\\boxed{{"),
                        Piece(a), Piece("}$."), Piece(self.scaffold.to_user, True)]
-            for _ in range(CHAT_RECAPS):
+            for _ in range(self.recaps):
                 pieces += [*self._ask(problem, "answer"), Piece("$\\boxed{"), Piece(a), Piece("}$"),
                            Piece(self.scaffold.to_user, True)]
         return tuple(pieces)

@@ -104,6 +104,28 @@ def test_an_artifact_of_another_format_is_refused_with_the_rebuild_hint(tiny_dir
         assert result.grafted_artifact_sha is None and "TemplateMismatchError" in result.refused[0].reason
 
 
+def test_another_recap_count_is_another_format(tiny_qwen: Engine, tmp_path: Path) -> None:
+    """A graft's recap turns are in its bytes: another count is named in the tag, and refused at graft time."""
+    one = tiny_qwen.prompt_format
+    assert isinstance(one, ChatFormat) and one.recaps == 1
+    two = one.with_recaps(2)
+    assert two.tag.startswith("chat-v1-r2:") and two.tag.endswith(one.tag.split(":")[1]) and one.with_recaps(1).tag == one.tag
+    with Library.open(tmp_path / "lib") as lib:
+        dep = lib.deposit(tiny_qwen, Problem("a", "What is 2+2?", reference="4"), "2+2=4.", "4")
+        ids_one = token_ids(lib, dep.artifact_sha256)
+        tiny_qwen.prompt_format = two
+        try:
+            with pytest.raises(TemplateMismatchError):
+                lib.load_graft(tiny_qwen, dep.artifact_sha256)
+            dep2 = lib.deposit(tiny_qwen, Problem("b", "What is 2+3?", reference="5"), "2+3=5.", "5")
+            ids_two = token_ids(lib, dep2.artifact_sha256)
+        finally:
+            tiny_qwen.prompt_format = one
+    assert count_controls(tiny_qwen, ids_two) == count_controls(tiny_qwen, ids_one) + 4   # one more Q/A turn pair
+    with pytest.raises(ValueError):
+        one.with_recaps(-1)
+
+
 def test_a_chat_answer_is_checked_under_its_boxed_markers(tiny_qwen: Engine) -> None:
     result = run_attempt(tiny_qwen, None, Problem("p", "What is 2+2?", reference="4"), route="none",
                          artifact_sha=None, budget=3)
