@@ -164,3 +164,16 @@ def test_paper_scale_passes_are_runs_the_report_shows(tmp_path: Path, tiny_dirs:
     # Run again on the same log and library: nothing is scanned or recorded twice.
     again = run_bench("recurring.py", *common, tmp_path=tmp_path)
     assert again["scanned"] == out["scanned"] and again["catalog"]["scan_run"] == runs["scan_run"]
+
+
+def test_first_decode_bench_times_fresh_commands_in_turns(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    models = [str(tiny_dirs["gemma3"]), str(tiny_dirs["qwen2"])]
+    out = run_bench("first_decode.py", "--models", ",".join(models), "--rounds", "1", "--workdir", str(tmp_path),
+                    tmp_path=tmp_path)
+    assert set(out["median_wall_s"]) == set(models) and out["ratio_to_first"][models[0]] == 1.0
+    for m in models:
+        (only,) = out["runs"][m]
+        assert only["decode_tokens"] == 1 and only["prefill_tokens"] > 0
+        assert only["wall_s"] > only["flow_wall_s"] > 0      # the command's wall holds the flow's and its start-up
+    assert out["ratio_to_first"][models[1]] == pytest.approx(out["median_wall_s"][models[1]] / out["median_wall_s"][models[0]])
+    assert "AVX" in out["cpu"] and out["cores"] >= 1
