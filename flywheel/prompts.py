@@ -7,9 +7,10 @@ to the verifier as data: `markers`). Two formats ship:
 
 - `PlainFormat` (tag `v2`): `Problem: ... Solution: ... Final answer: ...` text, for base-style
   models (Gemma 3 270M, SmolLM2-135M). Its artifacts from earlier builds stay valid.
-- `ChatFormat` (tag `chat-v1:<template sha>`): a conversation rendered by the model's own chat
+- `ChatFormat` (tag `chat-v1-r2:<template sha>`): a conversation rendered by the model's own chat
   template; the graft is a user turn (instruction and problem) and the assistant's verified
-  worked solution ending in `\\boxed{answer}`, then a recap turn, open at the next user turn.
+  worked solution ending in `\\boxed{answer}`, then two recap turns, open at the next user turn.
+  (`chat-v1:` artifacts, one recap turn, are refused with the rebuild hint.)
 
 A prompt is a tuple of `Piece`s. Only the format's own scaffold is `control` text, whose
 special-token strings become control tokens; problem, solution and answer texts are data,
@@ -203,7 +204,10 @@ PLAIN = PlainFormat()
 CHAT_VERSION = "chat-v1"
 SOLVE_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 ANSWER_INSTRUCTION = "Give only the final answer, within \\boxed{}."
-CHAT_RECAPS = 1   # recap turns (the problem asked for its answer alone, answered at once) after the example
+# Recap turns (the problem asked for its answer alone, answered at once) after the example. Two since
+# 2026-12-05: on train recurrences the 0.5B answered 50/50 with two, 49/50 with one
+# (bench/preregistered/issue31-chat-recaps.md).
+CHAT_RECAPS = 2
 
 
 def boxed_closed(text: str) -> bool:
@@ -284,7 +288,7 @@ class ChatFormat(PromptFormat):
 
     @property
     def tag(self) -> str:
-        """`chat-v1:<template sha>`; another recap count than v1's one is named in it (`chat-v1-r2:…`),
+        """`chat-v1-rN:<template sha>` for N recap turns (`chat-v1:` for one, the first chat format's),
         so an artifact built with other recaps is refused, never grafted."""
         recaps = "" if self.recaps == 1 else f"-r{self.recaps}"
         return f"{CHAT_VERSION}{recaps}:{self.template_sha256[:16]}"

@@ -42,7 +42,7 @@ def test_the_chat_scaffold_is_read_off_the_template(tiny_qwen: Engine) -> None:
     assert fmt.scaffold.head.endswith("<|im_start|>user\n") and "system" in fmt.scaffold.head
     assert fmt.scaffold.to_assistant == "<|im_end|>\n<|im_start|>assistant\n"
     assert fmt.scaffold.to_user == "<|im_end|>\n<|im_start|>user\n"
-    assert fmt.tag.startswith("chat-v1:") and fmt.tag != PLAIN.tag
+    assert fmt.tag.startswith("chat-v1-r2:") and fmt.tag != PLAIN.tag and fmt.recaps == 2
 
 
 @pytest.mark.parametrize("render", [
@@ -106,24 +106,24 @@ def test_an_artifact_of_another_format_is_refused_with_the_rebuild_hint(tiny_dir
 
 def test_another_recap_count_is_another_format(tiny_qwen: Engine, tmp_path: Path) -> None:
     """A graft's recap turns are in its bytes: another count is named in the tag, and refused at graft time."""
-    one = tiny_qwen.prompt_format
-    assert isinstance(one, ChatFormat) and one.recaps == 1
-    two = one.with_recaps(2)
-    assert two.tag.startswith("chat-v1-r2:") and two.tag.endswith(one.tag.split(":")[1]) and one.with_recaps(1).tag == one.tag
+    two = tiny_qwen.prompt_format
+    assert isinstance(two, ChatFormat) and two.recaps == 2
+    one = two.with_recaps(1)
+    assert one.tag.startswith("chat-v1:") and one.tag.endswith(two.tag.split(":")[1]) and two.with_recaps(2).tag == two.tag
     with Library.open(tmp_path / "lib") as lib:
         dep = lib.deposit(tiny_qwen, Problem("a", "What is 2+2?", reference="4"), "2+2=4.", "4")
-        ids_one = token_ids(lib, dep.artifact_sha256)
-        tiny_qwen.prompt_format = two
+        ids_two = token_ids(lib, dep.artifact_sha256)
+        tiny_qwen.prompt_format = one
         try:
             with pytest.raises(TemplateMismatchError):
                 lib.load_graft(tiny_qwen, dep.artifact_sha256)
-            dep2 = lib.deposit(tiny_qwen, Problem("b", "What is 2+3?", reference="5"), "2+3=5.", "5")
-            ids_two = token_ids(lib, dep2.artifact_sha256)
+            dep1 = lib.deposit(tiny_qwen, Problem("b", "What is 2+3?", reference="5"), "2+3=5.", "5")
+            ids_one = token_ids(lib, dep1.artifact_sha256)
         finally:
-            tiny_qwen.prompt_format = one
+            tiny_qwen.prompt_format = two
     assert count_controls(tiny_qwen, ids_two) == count_controls(tiny_qwen, ids_one) + 4   # one more Q/A turn pair
     with pytest.raises(ValueError):
-        one.with_recaps(-1)
+        two.with_recaps(-1)
 
 
 def test_a_chat_answer_is_checked_under_its_boxed_markers(tiny_qwen: Engine) -> None:
