@@ -44,14 +44,14 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 from flows import RunConfig, flywheel_run, runtime  # noqa: E402
-from flows.tasks import attempt_record  # noqa: E402
 from flows.demo import write_set  # noqa: E402
+from flows.tasks import attempt_record  # noqa: E402
 from flywheel import config, modelzoo  # noqa: E402
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many  # noqa: E402
 from flywheel.catalog import AttemptRecord  # noqa: E402
+from flywheel.domain import RouteDecision  # noqa: E402
 from flywheel.energy import EnergyMeter, Reading  # noqa: E402
 from flywheel.engine import Engine, EngineSettings  # noqa: E402
-from flywheel.domain import RouteDecision  # noqa: E402
 from flywheel.library import Library  # noqa: E402
 from flywheel.problemsets import Problem, load_champ, set_hash  # noqa: E402
 
