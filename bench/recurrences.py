@@ -46,8 +46,10 @@ DEFAULT_MODELS = ("gemma3-270m", "smollm2-135m")
 
 
 def seeds(spec: str) -> list[int]:
-    """`11-15` or `1,4,7` -> the seeds."""
+    """`11-15` or `1,4,7` -> the seeds (`none` or empty: no family problems, CHAMP alone)."""
     out: list[int] = []
+    if spec.strip() in ("", "none"):
+        return out
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
         out.extend(range(int(lo), int(hi or lo) + 1))
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated model names")
     ap.add_argument("--split", default="heldout", choices=("train", "heldout"))
-    ap.add_argument("--seeds", default="11-15", help="generator seeds, e.g. 11-15 or 1,2,3 (one problem per family each)")
+    ap.add_argument("--seeds", default="11-15", help="generator seeds, e.g. 11-15 or 1,2,3 (one problem per family each); none: CHAMP only")
     ap.add_argument("--champ", type=int, default=10, help="CHAMP recurrences (the first ones the library accepts)")
     ap.add_argument("--champ-scan", type=int, default=40, help="how many CHAMP problems to consider for --champ")
     ap.add_argument("--champ-offset", type=int, default=0, help="first CHAMP problem considered (package order)")

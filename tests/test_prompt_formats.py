@@ -142,6 +142,8 @@ def test_a_chat_answer_is_checked_under_its_boxed_markers(tiny_qwen: Engine) -> 
     ("$\\boxed{18}$", "answer", "18"),
     ("The answer is 7.\nFinal answer: 7\n", "solve", "7"),     # no box: the final-line rule still reads it
     ("I think it is about 12 or so", "solve", None),            # prose: no stated answer
+    ("The answer is 0 because 3 > 2.", "answer", None),         # answer form needs its box here
+    ("18", "answer", None),
 ])
 def test_boxed_markers_read_the_last_box(text: str, form: str, answer: str | None) -> None:
     assert answer_in_output(text, form, "boxed") == answer

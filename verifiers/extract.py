@@ -303,7 +303,8 @@ def reference_alternatives(reference: str) -> list[str]:
 def answer_in_output(text: str, form: str, markers: str = "final-line") -> str | None:
     """The answer a model's continuation states: its first line in `answer` form, its final-answer
     line in `solve` form (a cut-off solution that still says "answer" or "boxed" is read whole).
-    Under `boxed` markers (the chat format) the last `\\boxed{...}` run comes first, in either form.
+    Under `boxed` markers (the chat format) the last `\\boxed{...}` run comes first, in either form;
+    an `answer`-form output without a box states nothing (its first line is not read).
 
     Prose without a stated answer has none (a stray number is not one).
 
@@ -313,6 +314,11 @@ def answer_in_output(text: str, form: str, markers: str = "final-line") -> str |
         run = last_box_run(text)
         if run is not None:
             return extract_answer(text) or run[1].strip() or None
+        if form == "answer":
+            # An answer-form turn under boxed markers is `$\boxed{A}$` (what its recap turns show);
+            # without the box its first line is prose, and reading a number out of it could accept
+            # an answer the model never stated. Prefer the reject.
+            return None
     elif markers != "final-line":
         raise ValueError(f"unknown answer markers {markers!r}")
     if form == "answer":
