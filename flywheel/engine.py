@@ -81,8 +81,36 @@ class Fingerprint:
         return [k for k in mine if k != "model" and mine[k] != theirs[k]]
 
 
+#: CPU features the matmul libraries (oneDNN, MKL) and ATen pick kernels by. Two hosts of one model
+#: name ("AMD EPYC") can differ in them, and their kernels sum in different orders: different bits.
+CPU_KERNEL_FLAGS = ("fma", "avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni",
+                    "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16")
+#: Environment variables that cap those libraries' instruction sets.
+CPU_ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
+
+
+def cpu_isa(cpuinfo: str | None = None) -> str:
+    """What picks this CPU's kernels: ATen's dispatch level, the kernel-relevant flags the CPU has, and
+    any instruction-set cap set in the environment, e.g. `AVX512 fma avx2 avx512f avx512bw ...`.
+
+    `cpuinfo` is /proc/cpuinfo's text (read when None; absent on other systems: flags then unknown).
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    flags_line = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    have = set(flags_line.partition(":")[2].split())
+    parts = [torch.backends.cpu.get_cpu_capability()]
+    parts += [f for f in CPU_KERNEL_FLAGS if f in have] if flags_line else ["flags-unknown"]
+    parts += [f"{k}={os.environ[k]}" for k in CPU_ISA_CAPS if os.environ.get(k)]
+    return " ".join(parts)
+
+
 def device_name(device: torch.device) -> str:
-    """A human name for the exact hardware: the GPU name, or the CPU model and ISA."""
+    """A human name for the exact hardware: the GPU name, or the CPU model and what picks its kernels
+    (`cpu_isa`, in brackets: a host of the same model name with other instruction sets is another device)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     model = platform.processor() or ""
@@ -93,7 +121,7 @@ def device_name(device: torch.device) -> str:
                 break
     except OSError:
         pass
-    return f"{platform.machine()} {model}".strip()
+    return f"{platform.machine()} {model} [{cpu_isa()}]".replace("  ", " ").strip()
 
 
 def apply_determinism(settings: EngineSettings) -> None:

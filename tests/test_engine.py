@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from flywheel import config
-from flywheel.engine import Engine, EngineSettings, StopRule
+from flywheel.engine import CPU_ISA_CAPS, Engine, EngineSettings, StopRule, cpu_isa, device_name
 from flywheel.errors import InputError, ModelError
 from tests.test_attempt import scripted  # the tiny model, decoding a fixed continuation
 
@@ -70,6 +70,19 @@ def test_the_fingerprint_pins_what_changes_bits_and_round_trips(tiny_gemma: Engi
     copy = tmp_path / "copy"
     shutil.copytree(tiny_dirs["gemma3"], copy)
     assert Engine.load(str(copy), progress=False).fingerprint.weights_sha256 == fp.weights_sha256
+
+
+def test_hosts_of_one_cpu_name_with_other_instruction_sets_are_other_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cap in CPU_ISA_CAPS:
+        monkeypatch.delenv(cap, raising=False)
+    avx2 = "model name\t: AMD EPYC\nflags\t\t: fpu sse2 fma avx2\n"
+    avx512 = "model name\t: AMD EPYC\nflags\t\t: fpu sse2 fma avx2 avx512f avx512bw avx512_bf16\n"
+    assert cpu_isa(avx2).split()[1:] == ["fma", "avx2"]
+    assert cpu_isa(avx512).split()[1:] == ["fma", "avx2", "avx512f", "avx512bw", "avx512_bf16"]
+    assert cpu_isa("model name\t: ?\n").endswith("flags-unknown")   # unknown flags never match known ones
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")                     # a cap changes the kernels too
+    assert cpu_isa(avx512).endswith("ONEDNN_MAX_CPU_ISA=AVX2")
+    assert f"[{cpu_isa()}]" in device_name(torch.device("cpu"))
 
 
 def test_a_folder_without_safetensors_weights_is_refused(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:

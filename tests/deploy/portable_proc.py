@@ -3,6 +3,7 @@
     python portable_proc.py deposit MODEL EXPORT_DIR   # deposit, export bundle + raw artifact file
     python portable_proc.py import  MODEL EXPORT_DIR   # import the bundle elsewhere, graft, compare
     python portable_proc.py refuse  MODEL EXPORT_DIR   # another fingerprint (eager attention): refused
+    python portable_proc.py refuse-isa MODEL EXPORT_DIR  # default settings; the caller caps the CPU's ISA
 
 Prints one JSON object on the last line of stdout.
 """
@@ -66,10 +67,10 @@ def import_(model: str, out: Path) -> dict[str, object]:
                 "skipped": report.skipped, "grafted_logits": continuation_logits_sha(engine, grafted.cache)}
 
 
-def refuse(model: str, out: Path) -> dict[str, object]:
+def refuse(model: str, out: Path, settings: EngineSettings | None = None) -> dict[str, object]:
     from flywheel.bundle import import_bundle
 
-    engine = Engine.load(model, EngineSettings(attn_implementation="eager"), progress=False)
+    engine = Engine.load(model, settings or EngineSettings(attn_implementation="eager"), progress=False)
     artifact = parse_artifact((out / "artifact.kv").read_bytes())
     result: dict[str, object] = {"fingerprint": engine.fingerprint.digest}
     try:
@@ -86,5 +87,6 @@ def refuse(model: str, out: Path) -> dict[str, object]:
 
 if __name__ == "__main__":
     mode, model, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-    fn = {"deposit": deposit, "import": import_, "refuse": refuse}[mode]
+    fn = {"deposit": deposit, "import": import_, "refuse": refuse,
+          "refuse-isa": lambda m, o: refuse(m, o, EngineSettings())}[mode]
     print(json.dumps(fn(model, out)))

@@ -14,9 +14,9 @@ from typing import Any
 HELPER = Path(__file__).with_name("portable_proc.py")
 
 
-def _machine(mode: str, model: Path, root: Path, out: Path) -> subprocess.Popen[str]:
+def _machine(mode: str, model: Path, root: Path, out: Path, **env_extra: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLYWHEEL_")}
-    env.update(FLYWHEEL_LIBRARY=str(root), PYTHONHASHSEED="0")
+    env.update(FLYWHEEL_LIBRARY=str(root), PYTHONHASHSEED="0", **env_extra)
     root.parent.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen([sys.executable, str(HELPER), mode, str(model), str(out)], env=env, cwd=root.parent,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -36,6 +36,10 @@ def test_artifact_moves_byte_identical_and_grafts_identically(tmp_path: Path, ti
     b_proc = _machine("import", model, tmp_path / "machine-b" / "library", out)
     c_proc = _machine("refuse", model, tmp_path / "machine-c" / "library", out)
     b, c = _result(b_proc), _result(c_proc)
+    # machine D: the same CPU model name with its kernels' instruction set capped (as on an AVX2-only
+    # host of the same name): another device, refused, never compared
+    d = _result(_machine("refuse-isa", model, tmp_path / "machine-d" / "library", out,
+                         ATEN_CPU_CAPABILITY="default", ONEDNN_MAX_CPU_ISA="SSE41"))
 
     # machine A: the graft continues exactly like the live prefill
     assert len(a["sha256"]) == 64 and len(a["file_sha256"]) == 64
@@ -52,3 +56,6 @@ def test_artifact_moves_byte_identical_and_grafts_identically(tmp_path: Path, ti
     assert "attn_implementation" in c["message"] and "eager" in c["message"]
     assert c["bundle_imported"] == 0 and c["catalogued"] == 0
     assert [sha for sha, _reason in c["bundle_skipped"]] == [a["sha256"]]
+    assert d["fingerprint"] != a["fingerprint"] and d["refused"] is True
+    assert "device_name" in d["message"] and "ONEDNN_MAX_CPU_ISA=SSE41" in d["message"]
+    assert d["bundle_imported"] == 0 and d["catalogued"] == 0
