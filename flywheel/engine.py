@@ -113,15 +113,13 @@ def device_name(device: torch.device) -> str:
     (`cpu_isa`, in brackets: a host of the same model name with other instruction sets is another device)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    model = platform.processor() or ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return f"{platform.machine()} {model} [{cpu_isa()}]".replace("  ", " ").strip()
+        cpuinfo = ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+                 platform.processor() or "")
+    return " ".join(part for part in (platform.machine(), model, f"[{cpu_isa(cpuinfo)}]") if part)
 
 
 def apply_determinism(settings: EngineSettings) -> None:
