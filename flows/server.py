@@ -24,7 +24,9 @@ it when something else imports it (which is when a temporary server is about to 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
+import logging
 import os
 import signal
 import subprocess
@@ -33,7 +35,7 @@ import threading
 import time
 import types
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from flywheel.liveness import is_running, start_ticks
@@ -206,7 +208,8 @@ def arm(server_class: Any) -> None:
 
     def _stop(self: Any) -> None:
         process = self.server_process
-        stop(self)
+        with _lines_lost_not_raised():
+            stop(self)
         if process is not None:
             forget(process.pid)
 
@@ -222,6 +225,19 @@ def arm(server_class: Any) -> None:
     server_class.stop = _stop
     server_class.start = _start
     server_class._flywheel_watched = True
+
+
+@contextlib.contextmanager
+def _lines_lost_not_raised() -> Iterator[None]:
+    """Stop's "Stopping temporary server" line runs from an `atexit` hook, when a log handler's stream
+    may be closed already (pytest's capture, a pipe's reader gone): the line is then lost, never a
+    `--- Logging error ---` traceback at exit. Only for the stop's own seconds; the flag is restored."""
+    before = logging.raiseExceptions
+    logging.raiseExceptions = False
+    try:
+        yield
+    finally:
+        logging.raiseExceptions = before
 
 
 class _ArmOnImport:

@@ -174,3 +174,33 @@ def test_a_killed_process_leaves_no_temporary_server_behind(tmp_path: Path) -> N
             for pid in leftovers:  # only if the test failed: the pids were checked gone above
                 if not _gone(pid):
                     os.kill(pid, signal.SIGKILL)
+
+
+# A server stopped at exit whose log handler's stream is closed by then (pytest's capture did this
+# at the end of every suite): the stop's info line is lost, the server stopped, and no traceback.
+_STOP_WITH_A_CLOSED_LOG = """
+import io, logging, subprocess, sys
+from flows import server
+from prefect.server.api import server as prefect_server
+server.arm(prefect_server.SubprocessASGIServer)
+closed = io.StringIO()
+closed.close()
+log = prefect_server.subprocess_server_logger
+log.addHandler(logging.StreamHandler(closed))
+log.setLevel(logging.INFO)
+stand_in = subprocess.Popen(["sleep", "600"])
+temporary = prefect_server.SubprocessASGIServer(port=0)
+temporary.server_process = stand_in
+temporary.stop()
+print(stand_in.poll() is not None, logging.raiseExceptions, flush=True)
+"""
+
+
+def test_a_stop_whose_log_stream_is_closed_stops_the_server_without_a_traceback(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    done = subprocess.run([sys.executable, "-c", _STOP_WITH_A_CLOSED_LOG], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["True", "True"], done.stdout   # stopped; the logging flag restored after
+    assert "Logging error" not in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
