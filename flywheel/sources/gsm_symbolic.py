@@ -31,9 +31,13 @@ machine's, not the template's), but is remembered for the rest of the process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -59,6 +63,9 @@ HELDOUT_TEMPLATES: tuple[int, ...] = (2, 11, 16, 32, 36, 38, 45, 46, 47, 49, 51,
 #: every template fits, and a template that hangs is still cut off.
 DEFAULT_BOUND_S = 600.0
 MAX_N = 1000          # instances per template in one set
+#: While templates generate, a `still generating` line on stderr at least this often (a piped run
+#: would otherwise be silent for minutes: template 40 alone takes ~340 s).
+HEARTBEAT_S = 30.0
 KEYS = ("templates", "n", "seed", "original")
 EXAMPLE = "gsm-symbolic:?templates=train&n=2&seed=1"
 
@@ -165,16 +172,25 @@ def instances(chosen: list[int], *, n: int, seed: int, bound_s: float | None = N
              f"cached in {cache.folder})")
     problems: list[Problem] = []
     skipped: list[str] = []
-    with Generator() as gen:
+    now = {"template": -1, "since": time.monotonic(), "done": 0}
+
+    def still() -> str:
+        return (f"gsm-symbolic: still generating: {now['done']}/{len(missing)} templates done, template "
+                f"{now['template']} for {time.monotonic() - now['since']:.0f} s")
+
+    with Generator() as gen, _heartbeat(still if missing else None):
         for t in chosen:
             pairs = found[t]
             if pairs is None:
+                now.update(template=t, since=time.monotonic())
                 try:
                     pairs = _generate(gen, t, n=n, seed=seed, bound_s=bound_s)
                 except GenerationFailed as err:
                     skipped.append(f"gsm-symbolic template {t}: {err}")
                     _say(f"gsm-symbolic: template {t} skipped: {err}")
                     continue
+                finally:
+                    now["done"] += 1
                 cache.put(t, n=n, seed=seed, pairs=pairs)
             if len(pairs) < n:
                 skipped.append(f"gsm-symbolic template {t}: {len(pairs)} distinct instances of the {n} asked for")
@@ -185,6 +201,27 @@ def instances(chosen: list[int], *, n: int, seed: int, bound_s: float | None = N
                 except ValueError as err:
                     skipped.append(f"gsm-symbolic template {t} instance {i}: its answer has {err}")
     return problems, skipped
+
+
+@contextlib.contextmanager
+def _heartbeat(line: Callable[[], str] | None) -> Iterator[None]:
+    """Say `line()` every `HEARTBEAT_S` seconds while the block runs (nothing when `line` is None)."""
+    if line is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            _say(line())
+
+    thread = threading.Thread(target=beat, name="gsm-symbolic-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 #: (template, n, seed) -> the largest bound it was refused under, in this process.

@@ -133,6 +133,19 @@ def test_a_template_over_its_bound_is_skipped_named_and_not_cached(cache_dir: Pa
     assert again and "earlier in this process" in again[0] and time.perf_counter() - start < 1.0
 
 
+def test_a_long_generation_says_it_is_still_working(cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(gsm, "HEARTBEAT_S", 0.3)
+    gsm.instances([SLOW], n=1, seed=7, bound_s=2.0)        # cut at its bound after ~2 s: several beats
+    err = capsys.readouterr().err
+    assert f"still generating: 0/1 templates done, template {SLOW} for " in err, err
+    assert f"template {SLOW} skipped" in err
+    capsys.readouterr()
+    gsm.instances([SLOW], n=1, seed=7, bound_s=2.0)        # refused at once (remembered): no line after it
+    time.sleep(0.5)
+    assert "still generating" not in capsys.readouterr().err
+
+
 def test_a_set_where_no_template_can_be_instantiated_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gsm, "DEFAULT_BOUND_S", 0.5)
     with pytest.raises(InputError, match=f"(?s)no template could be instantiated.*template {SLOW}: no instance within"):
