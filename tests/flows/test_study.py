@@ -173,3 +173,36 @@ def test_transfer_splits_heldout_by_template_split_into_near_and_far() -> None:
     assert (c["arm"], c["only_with"], c["only_without"], c["n"]) == ("graft", 2, 0, 2)
     assert far["accuracy"]["graft"]["pass@1"]["n"] == 1 and far["accuracy"]["graft"]["decode_tokens"] == 90
     assert transfer_report(results, order, {}) == {}         # sets without a split: no transfer part
+
+
+def test_the_study_split_reads_coverage_and_what_each_heldout_problem_was_grafted_with(
+        scripted: str, lib_dir: Path, tmp_path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_study_split",
+                                                  Path(__file__).resolve().parents[2] / "bench" / "study_split.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    # The scripted model answers 9: it solves template 0's train instance (a self-deposit), not template 1's.
+    train = _write(tmp_path / "train.jsonl", [
+        {"id": "gsm-symbolic-t0-s1-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9"},
+        {"id": "gsm-symbolic-t1-s1-0", "problem": "Di has 8 pens and buys 2. How many pens?", "reference": "10"},
+    ])
+    heldout = _write(tmp_path / "heldout.jsonl", [
+        {"id": "gsm-symbolic-t0-s11-0", "problem": "Ed has 1 pen and buys 8. How many pens?", "reference": "9"},
+        {"id": "gsm-symbolic-t1-s11-0", "problem": "Flo has 6 pens and buys 4. How many pens?", "reference": "10"},
+        {"id": "gsm-symbolic-t2-s11-0", "problem": "Gus has 3 pens and buys 6. How many pens?", "reference": "9"},
+    ])
+    cfg = RunConfig(problems=train, model=scripted, library=str(lib_dir), budget=20, attempts=2)
+    study = run_study(cfg, train=train, heldout=heldout, passes=1, curated=0, arms=["none", "graft"])
+    out = bench.split(study, runtime.library(str(lib_dir), config.database_url(lib_dir)))
+
+    assert out["library"]["artifacts"] == {"own": 1}
+    assert out["library"]["own_train_templates"] == [0] and out["library"]["coverage"]["of"] == 75
+    groups = {(g["part"], g["group"]): g for g in out["groups"]}
+    assert sum(g["n"] for g in groups.values()) == 3 and {p for p, _ in groups} == {"near", "far"}
+    sibling = groups[("near", "sibling")]                 # template 0's held-out instance met its own sibling
+    assert sibling["n"] == 1 and sibling["none"]["correct"] == sibling["graft"]["correct"] == 1
+    assert all(g != "sibling" for p, g in groups if p == "far")   # no far template has a deposit
+    assert bench.template_of("gsm-symbolic-t17-original") == 17 and bench.template_of("gen-nine-0") is None
