@@ -6,6 +6,8 @@
    templates (other names and numbers: the recurring kinds of problem a user brings), routed `near`
    to their family's sibling; K sampled attempts per problem share one prefill, decoded on batched slots;
    every verified attempt of a new problem is deposited as the model's own;
+   then the fresh problems again without any graft (same K and seeds, nothing deposited): what the
+   library's grafts did to problems it never held;
 3. the CHAMP problems' curated worked solutions are deposited;
 4. pass 2 over the same set: the CHAMP problems and every problem the model solved itself recur
    `exact` and are answered from their grafts in a few decode tokens.
@@ -77,9 +79,15 @@ def run_demo(workdir: Path, *, model: str | None = None, budget: int = config.DE
     own = [a for a in lib.catalog.list_artifacts()
            if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by in by_pass1]
     curated = [p for p in problems if p.source == "champ"]
+    fresh = [p for p in problems if p.source != "champ"]
+    bare = None
+    if fresh and per_family:   # the same fresh problems, attempts and seeds, without any graft: the graft's effect
+        bare_spec = str(write_set(fresh, workdir / "demo-fresh.jsonl"))
+        bare = flywheel_run(cfg.model_copy(update={"problems": bare_spec, "run_id": f"{tag}-nograft",
+                                                   "no_graft": True, "deposit": False}), progress)
     deposited = [lib.deposit(eng, p, p.solution or "", p.reference or "", deposited_by=CURATOR) for p in curated]
     pass2 = flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-pass2"}), progress)
-    return {"library": str(library), "problem_set": spec, "pass1": pass1, "pass2": pass2,
+    return {"library": str(library), "problem_set": spec, "pass1": pass1, "pass2": pass2, "nograft": bare,
             "siblings": pass1.get("starter", {}).get("deposited", []),
             "self_deposits": [a.sha256 for a in own], "self_deposited_ids": sorted({a.problem_id for a in own}),
             "curated": [d.artifact_sha256 for d in deposited], "curated_ids": [p.id for p in curated]}
@@ -118,6 +126,13 @@ def describe(demo: dict[str, Any]) -> list[str]:
         f"{sum(r['verified'] for r in rec2)}/{len(rec2)} verified; "
         f"{sum(r['route'] == 'exact' for r in rec2)} answered from exact grafts",
     ]
+    if demo.get("nograft"):
+        bare = demo["nograft"]["results"]
+        with_ = [r for r in p1["results"] if r["problem_id"] in {b["problem_id"] for b in bare}]
+        lines.append(f"fresh problems of the siblings' templates (never in the library): {sum(r['verified'] for r in with_)}"
+                     f"/{len(with_)} verified with the library's grafts (pass 1) vs {sum(r['verified'] for r in bare)}/"
+                     f"{len(bare)} without any graft (same attempts and seeds); decode tokens "
+                     f"{sum(r['decode_tokens'] for r in with_):,} vs {sum(r['decode_tokens'] for r in bare):,}")
     if own1:
         lines.append(f"problems the model solved itself: decode tokens with a sibling's near graft (pass 1) "
                      f"{sum(r['decode_tokens'] for r in own1):,} -> with their own exact graft (pass 2) "

@@ -15,7 +15,8 @@ echo "== 1b. The same inside the batched decode schedule (4 slots, samples as ea
 $FLYWHEEL verify-graft --slots 4 --samples 4 --prefix-tokens 35 600
 echo
 echo "== 2. The flywheel: the starter library (one verified sibling per word family); pass 1 samples 4 attempts per problem"
-echo "   on batched decode slots and deposits what the model verifies itself; curated CHAMP solutions are"
+echo "   on batched decode slots and deposits what the model verifies itself; its fresh problems run again"
+echo "   without grafts (what the library did to problems it never held); curated CHAMP solutions are"
 echo "   deposited; pass 2 answers the recurring problems from grafts (library and catalog in $WORKDIR)"
 $FLYWHEEL demo --workdir "$WORKDIR"
 $FLYWHEEL --library "$WORKDIR/library" report --format csv --plot "$WORKDIR/report.png" > "$WORKDIR/report.csv"

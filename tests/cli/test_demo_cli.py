@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from flows import runtime
+from flywheel import config
 from tests.cli.conftest import Run
 
 
@@ -24,6 +26,16 @@ def test_demo_runs_two_passes_and_grafts_the_recurring_problems(flywheel: Run, t
         assert second[pid]["route"] == "exact" and second[pid]["grafted_artifact"] in out["curated"]
         assert second[pid]["restored_tokens"] > 0
     assert "deposited by the model itself in pass 1" in proc.stderr and "recurring CHAMP problems" in proc.stderr
+    # the fresh generated problems again, without any graft: same problems, no route, nothing deposited
+    bare = {r["problem_id"]: r for r in out["nograft"]["results"]}
+    assert set(bare) == set(first) - set(out["curated_ids"]) and {r["route"] for r in bare.values()} == {"none"}
+    assert out["nograft"]["totals"]["problems"] == 10
+    lib = runtime.library(str(workdir / "library"), config.database_url(workdir / "library"))
+    assert len(lib.catalog.list_artifacts()) == 10 + len(out["self_deposits"]) + 2   # siblings, own, curated only
+    runtime.close_libraries()
+    with_ = sum(first[pid]["verified"] for pid in bare)
+    assert (f"{with_}/10 verified with the library's grafts (pass 1) vs "
+            f"{sum(r['verified'] for r in bare.values())}/10 without any graft") in proc.stderr
     report = flywheel("--library", str(workdir / "library"), "report", "--format", "json", check=True)
     runs = json.loads(report.stdout)["runs"]
-    assert {r["run_id"] for r in runs} == {out["pass1"]["run_id"], out["pass2"]["run_id"]}
+    assert {r["run_id"] for r in runs} == {out["pass1"]["run_id"], out["nograft"]["run_id"], out["pass2"]["run_id"]}
