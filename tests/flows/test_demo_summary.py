@@ -23,7 +23,8 @@ def test_the_demo_summary_and_the_report_give_one_factor(tiny_dirs: dict[str, Pa
     start = lines.index("savings in pass 2, as `flywheel report --run` defines them:")
     assert lines[start + 1:start + 1 + len(headline)] == headline      # word for word, factors included
     h = report.headline(out["pass2"]["run_id"])
-    assert h["compared_problems"] == 2                                  # the CHAMP problems, measured in pass 1
+    # measured without a graft: the 2 CHAMP problems (pass 1) and the 10 fresh ones (the no-graft run)
+    assert h["compared_problems"] == 2 + 10
     factor_line = next(line for line in lines if "decode factor" in line)
     assert f"{h['decode_tokens_with']:,} with" in factor_line
     assert not any("fewer" in line or "a factor of" in line for line in lines)   # no second definition
