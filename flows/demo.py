@@ -124,7 +124,8 @@ def describe(demo: dict[str, Any]) -> list[str]:
         line("pass 2 (from grafts)  ", p2),
         f"recurring CHAMP problems: {sum(r['verified'] for r in rec1)}/{len(rec1)} -> "
         f"{sum(r['verified'] for r in rec2)}/{len(rec2)} verified; "
-        f"{sum(r['route'] == 'exact' for r in rec2)} answered from exact grafts",
+        f"{sum(r['route'] == 'exact' for r in rec2)} answered from exact grafts; decode tokens "
+        f"{sum(r['decode_tokens'] for r in rec1):,} -> {sum(r['decode_tokens'] for r in rec2):,}",
     ]
     if demo.get("nograft"):
         bare = demo["nograft"]["results"]

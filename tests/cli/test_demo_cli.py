@@ -26,6 +26,9 @@ def test_demo_runs_two_passes_and_grafts_the_recurring_problems(flywheel: Run, t
         assert second[pid]["route"] == "exact" and second[pid]["grafted_artifact"] in out["curated"]
         assert second[pid]["restored_tokens"] > 0
     assert "deposited by the model itself in pass 1" in proc.stderr and "recurring CHAMP problems" in proc.stderr
+    champ_tokens = (sum(first[pid]["decode_tokens"] for pid in out["curated_ids"]),
+                    sum(second[pid]["decode_tokens"] for pid in out["curated_ids"]))
+    assert f"answered from exact grafts; decode tokens {champ_tokens[0]:,} -> {champ_tokens[1]:,}" in proc.stderr
     # the fresh generated problems again, without any graft: same problems, no route, nothing deposited
     bare = {r["problem_id"]: r for r in out["nograft"]["results"]}
     assert set(bare) == set(first) - set(out["curated_ids"]) and {r["route"] for r in bare.values()} == {"none"}
