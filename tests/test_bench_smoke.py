@@ -177,3 +177,30 @@ def test_first_decode_bench_times_fresh_commands_in_turns(tmp_path: Path, tiny_d
         assert only["wall_s"] > only["flow_wall_s"] > 0      # the command's wall holds the flow's and its start-up
     assert out["ratio_to_first"][models[1]] == pytest.approx(out["median_wall_s"][models[1]] / out["median_wall_s"][models[0]])
     assert "AVX" in out["cpu"] and out["cores"] >= 1
+
+
+def test_paired_runs_pairs_two_studies_by_problem_within_a_part(tmp_path: Path) -> None:
+    def attempts(path: Path, arm: str, verified: dict[str, bool]) -> Path:
+        rows = [{"run_id": f"run-x-heldout-{arm}", "problem_id": pid, "attempt": 0, "verified": ok}
+                for pid, ok in verified.items()]
+        rows.append({"run_id": f"run-x-heldout-{arm}", "problem_id": "gsm-symbolic-t0-s11-0", "attempt": 1,
+                     "verified": False})                                     # a sampled attempt: not pass@1
+        rows.append({"run_id": "run-x-train1", "problem_id": "gsm-symbolic-t1-s1-0", "attempt": 0, "verified": True})
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    # templates 0, 1 are train (near); 2 is held out (far)
+    a = attempts(tmp_path / "a.jsonl", "graft", {"gsm-symbolic-t0-s11-0": True, "gsm-symbolic-t1-s11-0": True,
+                                                 "gsm-symbolic-t2-s11-0": False, "gsm-symbolic-t3-s11-0": True})
+    b = attempts(tmp_path / "b.jsonl", "none", {"gsm-symbolic-t0-s11-0": True, "gsm-symbolic-t1-s11-0": False,
+                                                "gsm-symbolic-t2-s11-0": True})
+    near = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
+                     "--part", "near", tmp_path=tmp_path)
+    assert (near["n"], near["a"]["correct"], near["b"]["correct"], near["only_a"], near["only_b"]) == (2, 2, 1, 1, 0)
+    assert near["only_in_a"] == 1 and near["mcnemar_p"] == 1.0        # t3 has no partner in B: left out, counted
+    far = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
+                    "--part", "far", tmp_path=tmp_path)
+    assert (far["n"], far["only_a"], far["only_b"]) == (1, 0, 1)
+    wrong_arm = subprocess.run([sys.executable, str(ROOT / "bench" / "paired_runs.py"), "--a", str(a), "--a-arm", "none",
+                                "--b", str(b), "--b-arm", "none"], capture_output=True, text=True, timeout=120)
+    assert wrong_arm.returncode != 0 and "no attempt 0 of a run ending in '-heldout-none'" in wrong_arm.stderr
