@@ -189,11 +189,19 @@ class ScanLog:
     hash. Opening an existing log under another header is refused, naming the key, so an
     interrupted run resumes only under the same rule on the same model; the problems it already
     judged are not decoded again.
+
+    Between a problem's start and its verdict, each finished attempt is appended too, as a `partial`
+    line (its catalog record, and the wall seconds and joules since the line before): an unsolved
+    problem of the 1.5B takes most of an hour, and a run stopped in its middle resumes with the
+    attempts it had decoded (`partial`, by problem id) instead of starting that problem over.
+    Each attempt's seed is its index, and the batched decoder is slot-invariant, so an attempt
+    decoded after a resume has the bits it would have had without one.
     """
 
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
         self.path = path
         self.rows: list[dict[str, Any]] = []
+        self.partial: dict[str, list[dict[str, Any]]] = {}
         if path.is_file() and path.stat().st_size > 0:
             text = path.read_text()
             if not text.endswith("\n"):   # torn by a kill mid-write: that problem is judged again
@@ -205,7 +213,11 @@ class ScanLog:
                 if found.get(key) != header[key]:
                     raise SystemExit(f"{path}: recorded under another {key!r} than this run's; "
                                      "pass another --state, or delete the file to start over")
-            self.rows = lines[1:]
+            for row in lines[1:]:
+                if "partial" in row:
+                    self.partial.setdefault(row["partial"], []).append(row)
+                else:
+                    self.rows.append(row)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._append(header)
@@ -219,6 +231,11 @@ class ScanLog:
     def add(self, row: dict[str, Any]) -> None:
         self._append(row)
         self.rows.append(row)
+
+    def add_partial(self, problem_id: str, record: dict[str, Any], wall_s: float, joules: float) -> None:
+        row = {"partial": problem_id, "attempt": record, "wall_s": wall_s, "joules": joules}
+        self._append(row)
+        self.partial.setdefault(problem_id, []).append(row)
 
     @property
     def judged(self) -> set[str]:
@@ -283,37 +300,48 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
             return
         if p.id in log.judged:
             continue
-        job = AttemptJob(p, "none", None, [PlannedAttempt(i, budget, i) for i in range(k)], temp)
-        decoded, solved, shas, records = 0, False, set(), []
-        t0 = time.perf_counter()
-        meter.start()
-        attempts = solve_many(engine, None, [job], slots=min(slots, k))
-        for _, index, r in attempts:
-            decoded += r.decode_tokens
-            if r.logits_sha256:
-                shas.add(r.logits_sha256)
-            answered = p.check_output(r.text, r.mode, markers=r.markers)
-            records.append(_loggable(attempt_record(r, answered, run_id="", problem_id=p.id, attempt_index=index,
-                                                    route=NO_ROUTE)))
-            if answered.verdict.equivalent:
-                solved = True
-                break           # early stop: the rest would not change the verdict
-        ran = len(records)
-        attempts.close()
-        reading = meter.stop()
-        log.add({"problem_id": p.id, "solved": solved, "attempts_decoded": ran, "decode_tokens": decoded,
-                 "budget_tokens": k * budget, "wall_s": time.perf_counter() - t0, "joules": reading.joules,
-                 "energy_source": reading.source, "logits_sha256": sorted(shas),
-                 "load_average": os.getloadavg()[0], "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "attempts": records})
-        print(f"  {p.id}: {'solved' if solved else 'not solved'} ({ran} of {k} attempts x {budget}; "
-              f"{decoded:,} decoded, {time.perf_counter() - t0:.0f} s)", flush=True)
+        earlier = list(log.partial.get(p.id, []))     # a copy: this segment appends to the log's list
+        records = [row["attempt"] for row in earlier]
+        wall, joules = sum(row["wall_s"] for row in earlier), sum(row["joules"] for row in earlier)
+        solved = any(r["verified"] for r in records)      # stopped between its verified attempt and the verdict line
+        todo = [PlannedAttempt(i, budget, i) for i in range(k) if i not in {r["attempt_index"] for r in records}]
+        if records:
+            print(f"  {p.id}: resuming with {len(records)} of {k} attempts already decoded", flush=True)
+        if not solved and todo:
+            job = AttemptJob(p, "none", None, todo, temp)
+            t0 = time.perf_counter()
+            meter.start()
+            attempts = solve_many(engine, None, [job], slots=min(slots, len(todo)))
+            for _, index, r in attempts:
+                answered = p.check_output(r.text, r.mode, markers=r.markers)
+                record = _loggable(attempt_record(r, answered, run_id="", problem_id=p.id, attempt_index=index,
+                                                  route=NO_ROUTE))
+                reading, now = meter.stop(), time.perf_counter()
+                meter.start()
+                log.add_partial(p.id, record, now - t0, reading.joules)
+                records.append(record)
+                wall, joules, t0 = wall + now - t0, joules + reading.joules, now
+                if answered.verdict.equivalent:
+                    solved = True
+                    break           # early stop: the rest would not change the verdict
+            attempts.close()
+            meter.stop()
+        decoded = sum(r["decode_tokens"] for r in records)
+        shas = {r["logits_sha256"] for r in records if r["logits_sha256"]}
+        log.add({"problem_id": p.id, "solved": solved, "attempts_decoded": len(records), "decode_tokens": decoded,
+                 "budget_tokens": k * budget, "wall_s": wall, "joules": joules,
+                 "energy_source": meter.source, "logits_sha256": sorted(shas),
+                 "load_average": os.getloadavg()[0], "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "attempts": records,
+                 "resumed_after": len(earlier)})
+        print(f"  {p.id}: {'solved' if solved else 'not solved'} ({len(records)} of {k} attempts x {budget}; "
+              f"{decoded:,} decoded, {wall:.0f} s)", flush=True)
 
 
 def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     """Select the unsolved problems by `selection_rule`, deposit their curated solutions, answer each from its graft.
 
-    The scan is resumable: its outcomes go to `--state` as each problem is judged, and a rerun with
-    the same rule and model continues after the last judged problem.
+    The scan is resumable: its outcomes go to `--state` as each attempt finishes and each problem is
+    judged, and a rerun with the same rule and model continues after the last decoded attempt.
     """
     model = config.model_name(args.model)
     rule = selection_rule(args.budget_total, args.attempt_budget)

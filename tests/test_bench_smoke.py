@@ -118,15 +118,30 @@ def test_paper_scale_scan_resumes_where_it_stopped(tmp_path: Path, tiny_dirs: di
     assert len(full["selected"]) == 8 and full["budget_tokens"] == 8 * 2 * 4
     assert full["rule"]["attempts_per_problem"] == 2
     lines = whole.read_text().splitlines()
-    assert len(lines) == 1 + len(full["scanned"])           # header + one line per judged problem
-    # Interrupted after 3 judged problems, the 4th torn mid-write.
+    judged = [i for i, line in enumerate(lines) if i and '"partial"' not in line]
+    assert len(judged) == len(full["scanned"])               # one verdict line per judged problem
+    partial = [json.loads(line)["partial"] for line in lines if '"partial"' in line]
+    assert len(partial) == sum(r["attempts_decoded"] for r in full["scanned"])   # and one line per attempt before it
+    same = ("problem_id", "solved", "decode_tokens", "logits_sha256", "attempts_decoded")
+    # Interrupted after 3 judged problems and the 4th's attempts, its verdict line torn mid-write.
     cut = tmp_path / "cut.jsonl"
-    cut.write_text("\n".join(lines[:4]) + "\n" + lines[4][:20])
+    cut.write_text("\n".join(lines[:judged[3]]) + "\n" + lines[judged[3]][:20])
     resumed = run_bench("recurring.py", *common, "--state", str(cut), tmp_path=tmp_path)
     assert [r["problem_id"] for r in resumed["scanned"]] == [r["problem_id"] for r in full["scanned"]]
-    same = ("problem_id", "solved", "decode_tokens", "logits_sha256")
     assert [{k: r[k] for k in same} for r in resumed["scanned"]] == [{k: r[k] for k in same} for r in full["scanned"]]
     assert resumed["scanned"][:3] == full["scanned"][:3]    # the judged ones were read back, not decoded again
+    assert resumed["scanned"][3]["resumed_after"] == full["scanned"][3]["attempts_decoded"]  # its attempts kept
+    # Interrupted inside the 4th problem, after its first attempt: that attempt is kept, the rest decoded.
+    inside = tmp_path / "inside.jsonl"
+    first_of_4th = judged[2] + 1
+    assert json.loads(lines[first_of_4th])["partial"] == full["scanned"][3]["problem_id"]
+    inside.write_text("\n".join(lines[:first_of_4th + 1]) + "\n")
+    mid = run_bench("recurring.py", *common, "--state", str(inside), tmp_path=tmp_path)
+    assert [{k: r[k] for k in same} for r in mid["scanned"]] == [{k: r[k] for k in same} for r in full["scanned"]]
+    assert mid["scanned"][3]["resumed_after"] == 1
+    bits = ("attempt_index", "seed", "decode_tokens", "logits_sha256", "text", "answer", "verified")
+    assert [{k: a[k] for k in bits} for a in mid["scanned"][3]["attempts"]] == \
+        [{k: a[k] for k in bits} for a in full["scanned"][3]["attempts"]]
     assert resumed["selected_set_hash"] == full["selected_set_hash"]
     assert resumed["decode_factor"] == pytest.approx(resumed["decoded_without_graft"] / resumed["graft_decode_tokens"])
     assert resumed["budget_factor"] == pytest.approx(resumed["budget_tokens"] / resumed["graft_decode_tokens"])
