@@ -60,15 +60,22 @@ def family_of(problem_id: str, meta: dict[str, str] | None = None) -> str:
     return parts[1] if len(parts) > 2 and parts[0] == "gen" else "other"
 
 
-def seed_curated(cfg: RunConfig, problems: list[Problem], per_family: int) -> list[str]:
-    """Deposit up to `per_family` curated solutions per family; returns the problem ids seeded."""
+def seed_curated(cfg: RunConfig, problems: list[Problem], per_family: int,
+                 progress: Progress | None = None) -> list[str]:
+    """Deposit up to `per_family` curated solutions per family; returns the problem ids seeded.
+
+    `progress(i, n, note)` follows the problems looked at: a deposit prefills its whole graft, and
+    75 of them take minutes on the 1.5B, which a user should see as deposits, not as silence.
+    """
     if per_family <= 0:
         return []
     eng = run_env(cfg).engine()
     lib = run_env(cfg).open_library()
     taken: dict[str, int] = defaultdict(int)
     seeded = []
-    for p in problems:
+    for i, p in enumerate(problems, 1):
+        if progress is not None:
+            progress(i, len(problems), f"depositing curated solution {p.id}")
         fam = family_of(p.id, p.meta)
         if taken[fam] >= per_family or not p.solution or not p.reference:
             continue
@@ -257,7 +264,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
     train_set = load_problem_set(train)
     held_set = load_problem_set(heldout)
     overlap = {p.text for p in train_set.problems} & {p.text for p in held_set.problems}
-    seeded = seed_curated(cfg, train_set.problems, curated)
+    seeded = seed_curated(cfg, train_set.problems, curated, progress)
     say(f"seeded {len(seeded)} curated solutions ({curated} per family at most)")
     lib = run_env(cfg).open_library()
     pass_rows = []

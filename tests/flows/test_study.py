@@ -35,9 +35,14 @@ def test_study_turns_on_the_models_own_solutions_and_pairs_the_heldout_arms(scri
         {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"},
     ])
     cfg = RunConfig(problems=train, model=scripted, library=str(lib_dir), budget=20, attempts=2)
-    out = run_study(cfg, train=train, heldout=heldout, passes=1_000_000, curated=1)   # stops when nothing changes
+    calls: list[tuple[int, int | None, str]] = []
+    out = run_study(cfg, train=train, heldout=heldout, passes=1_000_000, curated=1,   # stops when nothing changes
+                    progress=lambda done, total, note: calls.append((done, total, note)))
 
     assert out["inputs"]["curated"] == ["gen-nine-train-0"]       # one curated solution per family that has one
+    train_ids = ["gen-nine-train-0", "gen-nine-train-1", "gen-nine-train-2", "gen-ten-train-0"]
+    assert calls[:4] == [(i, 4, f"depositing curated solution {pid}") for i, pid in enumerate(train_ids, 1)]
+    assert not any(note.startswith("depositing") for _, _, note in calls[4:])   # then the passes' own progress
     p1, p2 = out["passes"]                                         # pass 2 changed nothing: no pass 3
     assert p1["verified"] == 3 and p1["self_deposits"] == 2       # the curated one recurs; two are the model's own
     assert p2["verified"] == 3 and p2["self_deposits"] == 0       # recurrences now: nothing new to deposit
