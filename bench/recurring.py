@@ -304,7 +304,8 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
         records = [row["attempt"] for row in earlier]
         wall, joules = sum(row["wall_s"] for row in earlier), sum(row["joules"] for row in earlier)
         solved = any(r["verified"] for r in records)      # stopped between its verified attempt and the verdict line
-        todo = [PlannedAttempt(i, budget, i) for i in range(k) if i not in {r["attempt_index"] for r in records}]
+        done = {r["attempt_index"] for r in records}
+        todo = [PlannedAttempt(i, budget, i) for i in range(k) if i not in done]
         if records:
             print(f"  {p.id}: resuming with {len(records)} of {k} attempts already decoded", flush=True)
         if not solved and todo:
