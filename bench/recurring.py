@@ -296,7 +296,8 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
     """
     k, budget, temp = rule["attempts_per_problem"], rule["attempt_budget"], rule["temperature"]
     for p in champ:
-        if sum(not r["solved"] for r in log.rows) >= rule["problems"]:
+        unsolved = sum(not r["solved"] for r in log.rows)
+        if unsolved >= rule["problems"]:
             return
         if p.id in log.judged:
             continue
@@ -322,6 +323,12 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
                 log.add_partial(p.id, record, now - t0, reading.joules)
                 records.append(record)
                 wall, joules, t0 = wall + now - t0, joules + reading.joules, now
+                # One line per attempt: an unsolved problem takes ~25 minutes on the 1.5B, a piped run
+                # should not sit silent through it.
+                print(f"    {p.id}: attempt {index} {'verified' if answered.verdict.equivalent else 'not verified'} "
+                      f"({record['decode_tokens']:,} tokens); {len(records)} of {k} decoded, "
+                      f"{sum(r['decode_tokens'] for r in records):,} tokens, {wall:.0f} s; {unsolved} of "
+                      f"{rule['problems']} unsolved so far", flush=True)
                 if answered.verdict.equivalent:
                     solved = True
                     break           # early stop: the rest would not change the verdict

@@ -16,12 +16,16 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_bench(script: str, *args: str, tmp_path: Path) -> dict[str, Any]:
+def run_bench(script: str, *args: str, tmp_path: Path, printed: list[str] | None = None) -> dict[str, Any]:
+    """Run a bench script with --json; its last stdout line parsed. `printed` receives the lines before it."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = proc.stdout.strip().splitlines()
+    if printed is not None:
+        printed.extend(lines[:-1])
+    return json.loads(lines[-1])
 
 
 def test_context_bench_grafts_exact_and_resident_flat(tmp_path: Path) -> None:
@@ -136,9 +140,15 @@ def test_paper_scale_scan_resumes_where_it_stopped(tmp_path: Path, tiny_dirs: di
     first_of_4th = judged[2] + 1
     assert json.loads(lines[first_of_4th])["partial"] == full["scanned"][3]["problem_id"]
     inside.write_text("\n".join(lines[:first_of_4th + 1]) + "\n")
-    mid = run_bench("recurring.py", *common, "--state", str(inside), tmp_path=tmp_path)
+    printed: list[str] = []
+    mid = run_bench("recurring.py", *common, "--state", str(inside), tmp_path=tmp_path, printed=printed)
     assert [{k: r[k] for k in same} for r in mid["scanned"]] == [{k: r[k] for k in same} for r in full["scanned"]]
     assert mid["scanned"][3]["resumed_after"] == 1
+    # A line per attempt decoded in this segment (a long problem is not silent), none for the kept one.
+    fourth = mid["scanned"][3]["problem_id"]
+    said = [line for line in printed if line.strip().startswith(f"{fourth}: attempt ")]
+    assert len(said) == mid["scanned"][3]["attempts_decoded"] - 1
+    assert f"{mid['scanned'][3]['attempts_decoded']} of 2 decoded" in said[-1] and "unsolved so far" in said[-1]
     bits = ("attempt_index", "seed", "decode_tokens", "logits_sha256", "text", "answer", "verified")
     assert [{k: a[k] for k in bits} for a in mid["scanned"][3]["attempts"]] == \
         [{k: a[k] for k in bits} for a in full["scanned"][3]["attempts"]]
