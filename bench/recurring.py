@@ -340,7 +340,7 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
                  "budget_tokens": k * budget, "wall_s": wall, "joules": joules,
                  "energy_source": meter.source, "logits_sha256": sorted(shas),
                  "load_average": os.getloadavg()[0], "at": time.strftime("%Y-%m-%dT%H:%M:%S"), "attempts": records,
-                 "resumed_after": len(earlier)})
+                 "resumed_after": len(earlier), "slots": slots})
         print(f"  {p.id}: {'solved' if solved else 'not solved'} ({len(records)} of {k} attempts x {budget}; "
               f"{decoded:,} decoded, {wall:.0f} s)", flush=True)
 
