@@ -20,6 +20,7 @@ server, so neither pass pays its start-up.
     python bench/recurring.py --paper-scale                      # the paper's scale (hours on a CPU)
     python bench/recurring.py --paper-scale --budget-total 4096 --attempt-budget 256   # reduced, reported so
     python bench/recurring.py --paper-scale --library runs/paper   # keep the library: `flywheel --library runs/paper report`
+    python bench/recurring.py --paper-scale --model qwen2.5-coder-1.5b --scan-status   # where its scan stands (no model)
 """
 
 from __future__ import annotations
@@ -207,20 +208,27 @@ class ScanLog:
             if not text.endswith("\n"):   # torn by a kill mid-write: that problem is judged again
                 text = text[:text.rfind("\n") + 1]
                 path.write_text(text)
-            lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-            found = lines[0] if lines else {}
+            found, self.rows, self.partial = self.parse(text)
             for key in header:
                 if found.get(key) != header[key]:
                     raise SystemExit(f"{path}: recorded under another {key!r} than this run's; "
                                      "pass another --state, or delete the file to start over")
-            for row in lines[1:]:
-                if "partial" in row:
-                    self.partial.setdefault(row["partial"], []).append(row)
-                else:
-                    self.rows.append(row)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._append(header)
+
+    @staticmethod
+    def parse(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+        """A log's header, verdict rows and partial lines by problem id; a torn last line is left out."""
+        lines = [json.loads(line) for line in text[:text.rfind("\n") + 1].splitlines() if line.strip()]
+        rows: list[dict[str, Any]] = []
+        partial: dict[str, list[dict[str, Any]]] = {}
+        for row in lines[1:]:
+            if "partial" in row:
+                partial.setdefault(row["partial"], []).append(row)
+            else:
+                rows.append(row)
+        return (lines[0] if lines else {}), rows, partial
 
     def _append(self, row: dict[str, Any]) -> None:
         with self.path.open("a") as fh:
@@ -343,6 +351,38 @@ def scan(engine: Engine, rule: dict[str, Any], champ: list[Problem], log: ScanLo
                  "resumed_after": len(earlier), "slots": slots})
         print(f"  {p.id}: {'solved' if solved else 'not solved'} ({len(records)} of {k} attempts x {budget}; "
               f"{decoded:,} decoded, {wall:.0f} s)", flush=True)
+
+
+def scan_status(args: argparse.Namespace) -> dict[str, Any]:
+    """Where a paper-scale scan stands, read from its log alone: no model is loaded, nothing is written."""
+    model = config.model_name(args.model)
+    state = Path(args.state) if args.state else default_state(model, args.budget_total, args.attempt_budget)
+    if not state.is_file():
+        raise SystemExit(f"{state}: no scan log here yet (start the scan with the same --model and budgets)")
+    header, rows, partial = ScanLog.parse(state.read_text())
+    rule = header.get("rule", {})
+    judged = [{k: r[k] for k in ("problem_id", "solved", "attempts_decoded", "decode_tokens", "wall_s", "at")}
+              for r in rows]
+    done = {r["problem_id"] for r in rows}
+    going = {pid: {"attempts_decoded": len(lines), "decode_tokens": sum(x["attempt"]["decode_tokens"] for x in lines),
+                   "wall_s": sum(x["wall_s"] for x in lines)}
+             for pid, lines in partial.items() if pid not in done}
+    return {"mode": "scan-status", "state": str(state), "model": header.get("model"), "rule": rule,
+            "judged": judged, "unsolved": sum(not r["solved"] for r in rows), "wanted": rule.get("problems"),
+            "in_progress": going, "decoded": sum(r["decode_tokens"] for r in rows)
+            + sum(g["decode_tokens"] for g in going.values()),
+            "wall_s": sum(r["wall_s"] for r in rows) + sum(g["wall_s"] for g in going.values())}
+
+
+def print_status(r: dict[str, Any]) -> None:
+    print(f"{r['state']}: {r['model']}, {len(r['judged'])} judged, {r['unsolved']} of {r['wanted']} unsolved found; "
+          f"{r['decoded']:,} tokens decoded in {r['wall_s'] / 3600:.1f} h of scan")
+    for j in r["judged"]:
+        print(f"  {j['problem_id']}: {'solved' if j['solved'] else 'not solved'} ({j['attempts_decoded']} attempts, "
+              f"{j['decode_tokens']:,} tokens, {j['wall_s']:.0f} s; judged {j['at']})")
+    for pid, g in r["in_progress"].items():
+        print(f"  {pid}: in progress, {g['attempts_decoded']} of {r['rule']['attempts_per_problem']} attempts "
+              f"decoded ({g['decode_tokens']:,} tokens, {g['wall_s']:.0f} s): a resume keeps them")
 
 
 def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
@@ -468,10 +508,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--library", default=None,
                    help="--paper-scale: keep the library here (default: a temporary one) and record the scan and "
                         "the grafted pass in its catalog as two runs, for `flywheel --library DIR report`")
+    p.add_argument("--scan-status", action="store_true",
+                   help="--paper-scale: print where the scan stands from its log (no model is loaded) and exit")
     p.add_argument("--out", default=None, help="also write the JSON result to this file")
     p.add_argument("--device", default="cpu", help="--paper-scale: cpu or cuda (the fingerprint records it; "
                                                     "a log written on one device is not resumed on another)")
     args = p.parse_args(argv)
+    if args.scan_status:
+        if not args.paper_scale:
+            p.error("--scan-status goes with --paper-scale")
+        status = scan_status(args)
+        if args.json:
+            print(json.dumps(status))
+        else:
+            print_status(status)
+        return 0
     result = paper_scale(args) if args.paper_scale else run(args)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

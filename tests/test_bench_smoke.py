@@ -130,6 +130,16 @@ def test_paper_scale_scan_resumes_where_it_stopped(tmp_path: Path, tiny_dirs: di
     # Interrupted after 3 judged problems and the 4th's attempts, its verdict line torn mid-write.
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:judged[3]]) + "\n" + lines[judged[3]][:20])
+    # --scan-status reads where it stands without a model and without touching the log (torn line kept).
+    before = cut.read_text()
+    status = run_bench("recurring.py", *common, "--state", str(cut), "--scan-status", tmp_path=tmp_path)
+    assert cut.read_text() == before
+    assert [j["problem_id"] for j in status["judged"]] == [r["problem_id"] for r in full["scanned"][:3]]
+    assert status["unsolved"] == sum(not r["solved"] for r in full["scanned"][:3])
+    fourth = full["scanned"][3]
+    assert status["in_progress"] == {fourth["problem_id"]: {"attempts_decoded": fourth["attempts_decoded"],
+                                                            "decode_tokens": fourth["decode_tokens"],
+                                                            "wall_s": pytest.approx(fourth["wall_s"])}}
     resumed = run_bench("recurring.py", *common, "--state", str(cut), tmp_path=tmp_path)
     assert [r["problem_id"] for r in resumed["scanned"]] == [r["problem_id"] for r in full["scanned"]]
     assert [{k: r[k] for k in same} for r in resumed["scanned"]] == [{k: r[k] for k in same} for r in full["scanned"]]
@@ -145,8 +155,7 @@ def test_paper_scale_scan_resumes_where_it_stopped(tmp_path: Path, tiny_dirs: di
     assert [{k: r[k] for k in same} for r in mid["scanned"]] == [{k: r[k] for k in same} for r in full["scanned"]]
     assert mid["scanned"][3]["resumed_after"] == 1
     # A line per attempt decoded in this segment (a long problem is not silent), none for the kept one.
-    fourth = mid["scanned"][3]["problem_id"]
-    said = [line for line in printed if line.strip().startswith(f"{fourth}: attempt ")]
+    said = [line for line in printed if line.strip().startswith(f"{fourth['problem_id']}: attempt ")]
     assert len(said) == mid["scanned"][3]["attempts_decoded"] - 1
     assert f"{mid['scanned'][3]['attempts_decoded']} of 2 decoded" in said[-1] and "unsolved so far" in said[-1]
     bits = ("attempt_index", "seed", "decode_tokens", "logits_sha256", "text", "answer", "verified")
