@@ -514,24 +514,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="--paper-scale: cpu or cuda (the fingerprint records it; "
                                                     "a log written on one device is not resumed on another)")
     args = p.parse_args(argv)
+    if args.scan_status and not args.paper_scale:
+        p.error("--scan-status goes with --paper-scale")
     if args.scan_status:
-        if not args.paper_scale:
-            p.error("--scan-status goes with --paper-scale")
-        status = scan_status(args)
-        if args.json:
-            print(json.dumps(status))
-        else:
-            print_status(status)
-        return 0
-    result = paper_scale(args) if args.paper_scale else run(args)
-    if args.out:
+        result, show = scan_status(args), print_status
+    elif args.paper_scale:
+        result, show = paper_scale(args), print_paper
+    else:
+        result, show = run(args), print_report
+    if args.out and not args.scan_status:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     if args.json:
         print(json.dumps(result))
-    elif args.paper_scale:
-        print_paper(result)
     else:
-        print_report(result)
+        show(result)
     return 0
 
 
