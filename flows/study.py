@@ -17,6 +17,14 @@ The measurement, on one library:
    no reference used; a tie goes to the earliest attempt's answer) and pass@K (any of the K
    verified: what the flywheel would deposit). No arm deposits, so the arm is the only difference.
 
+A study is named by a tag (its first stage line says it) and its runs by the tag (`<tag>-train1`,
+`<tag>-heldout-graft-k4`, ...): an interrupted study resumes with `resume=<tag>` (`flywheel study
+--resume <tag>`), each run where it stopped and finished ones read back, so nothing decoded is lost.
+Held-out arms deposit nothing, so a resumed arm gives the uninterrupted figures; a cut train pass
+routes its remaining problems through the deposits made before the cut (its decode tokens may differ).
+The study owns its library while it runs: a pass's self-deposits are the non-curated ones made
+between its run's start and the next pass's, which stays true across resumed segments.
+
 Reported: per pass the verified count, self-deposits, decode tokens and verified solutions per
 1,000 decode tokens; held-out accuracy per arm and measure with Wilson 95% intervals; the exact
 McNemar test on the paired outcomes and its power (to see a 3:1 discordant split), of every arm
@@ -237,14 +245,34 @@ def transfer_report(results: dict[str, dict[str, Any]], order: Sequence[str],
     return out
 
 
+def _first_run(tag: str, passes: int, arms: Sequence[str]) -> str:
+    """The run a study tagged `tag` starts first (runs go in order: train passes, then the arms'):
+    it exists once the study has run anything."""
+    return f"{tag}-train1" if passes > 0 else f"{tag}-heldout-{arms[0]}"
+
+
+def _own_deposits(lib: Any, tag: str, i: int) -> int:
+    """Self-deposits of train pass `i` (1-based): non-curated solutions catalogued from its run's start
+    until the next pass's run started (or now). Exact across resumed segments of the pass, whose
+    deposits carry each segment's flow-run id, as long as the study alone writes to its library."""
+    start = lib.catalog.get_run(f"{tag}-train{i}").started_at
+    nxt = lib.catalog.get_run(f"{tag}-train{i + 1}")
+    end = nxt.started_at if nxt is not None else None
+    return sum(1 for a in lib.catalog.list_artifacts()
+               if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by != CURATOR
+               and s.created_at >= start and (end is None or s.created_at < end))
+
+
 def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.STUDY_PASSES,
               curated: int = config.STUDY_CURATED, arms: Sequence[str] = DEFAULT_ARMS, samples: int = 1,
-              sampled_arms: Sequence[str] | None = None,
+              sampled_arms: Sequence[str] | None = None, resume: str | None = None,
               progress: Progress | None = None, stages: Progress | None = None) -> dict[str, Any]:
     """The study described in the module docstring; `cfg` carries model, library, budget, attempts, slots.
 
     `progress(done, total, note)` follows each run's problems (`flywheel_run`); `stages(n, None, line)`
-    follows each stage (seeding, each train pass, each held-out run) with a line saying how it went.
+    follows each stage (seeding, each train pass, each held-out run) with a line saying how it went,
+    the first one naming the study's tag. `resume` is the tag of an interrupted study to finish, with
+    the same arguments (each run refuses other settings, as `flywheel run --run-id` does).
 
     Returns the JSON object of `flywheel study --json` (keys `passes`, `heldout`, `families`,
     `arms`, `inputs`).
@@ -260,26 +288,31 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         raise InputError(f"--sampled-arms {', '.join(a for a in sampled if a not in arms)} is not among --arms",
                          hint=f"sampled arms are a subset of {', '.join(arms)}")
     say = _say(stages)
-    tag = new_run_id()
+    lib = run_env(cfg).open_library()
+    if resume is not None and lib.catalog.get_run(_first_run(resume, passes, arms)) is None:
+        raise InputError(f"no run of study {resume!r} in the library {cfg.library}",
+                         hint="--resume takes the tag an interrupted study printed first (`study run-...: ...`), "
+                              "with that study's library and arguments; a study stopped before its first run "
+                              "is started again without --resume (curated deposits already made are kept)")
+    tag = resume or new_run_id()
+    say(f"study {tag}: {'resuming' if resume else 'started'} (if interrupted, the same command with "
+        f"--resume {tag} finishes it)")
     train_set = load_problem_set(train)
     held_set = load_problem_set(heldout)
     overlap = {p.text for p in train_set.problems} & {p.text for p in held_set.problems}
     seeded = seed_curated(cfg, train_set.problems, curated, progress)
     say(f"seeded {len(seeded)} curated solutions ({curated} per family at most)")
-    lib = run_env(cfg).open_library()
     pass_rows = []
     for i in range(1, passes + 1):
         summary = flywheel_run(cfg.model_copy(update={"problems": train, "run_id": f"{tag}-train{i}",
                                                       "no_graft": False, "deposit": True}), progress)
-        by = {summary["flow_run_id"], summary["run_id"]}
-        own = [a for a in lib.catalog.list_artifacts()
-               if (sol := lib.catalog.get_solution(a.solution_id)) is not None and sol.deposited_by in by]
+        own = _own_deposits(lib, tag, i)
         t = summary["totals"]
         pass_rows.append({"pass": i, "run_id": summary["run_id"], "problems": t["problems"],
-                          "verified": t["verified"], "self_deposits": len(own), "decode_tokens": t["decode_tokens"],
+                          "verified": t["verified"], "self_deposits": own, "decode_tokens": t["decode_tokens"],
                           "verified_per_1k_decode_tokens": 1000 * t["verified"] / max(1, t["decode_tokens"]),
                           "wall_seconds": summary["timing"]["wall_seconds"]})
-        say(f"train pass {i}: {t['verified']}/{t['problems']} verified, {len(own)} self-deposits, "
+        say(f"train pass {i}: {t['verified']}/{t['problems']} verified, {own} self-deposits, "
             f"{t['decode_tokens']:,} decode tokens")
         if not own and i < passes:   # the library is as it was: another pass (same seeds) would repeat this one
             say(f"train pass {i} deposited nothing new: the passes stop here (another would repeat it)")
@@ -318,7 +351,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
             {"pass": p["pass"], "artifacts": len(seeded) + sum(q["self_deposits"] for q in pass_rows[:p["pass"]])}
             for p in pass_rows],
         "inputs": {"train": train, "train_hash": train_set.hash, "heldout": heldout, "heldout_hash": held_set.hash,
-                   "train_heldout_overlap": len(overlap), "model": cfg.model,
+                   "train_heldout_overlap": len(overlap), "study": tag, "model": cfg.model,
                    "model_fingerprint": eng.fingerprint.digest, "budget": cfg.budget, "attempts": cfg.attempts,
                    "seed": cfg.seed, "slots": cfg.slots, "near_members": cfg.near_members, "curated": seeded,
                    "arms": list(results), "samples": samples,

@@ -326,13 +326,16 @@ def evaluate(ctx: click.Context, library_set: str | None, heldout: str, budget: 
                    "others give pass@1 only (default: every arm).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write accuracy per pass and held-out with/without grafts to this PNG.")
+@click.option("--resume", default=None, metavar="TAG",
+              help="Finish the interrupted study TAG (its first line names it), with its library and arguments: "
+                   "each of its runs goes on where it stopped.")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: int,
           budget: int | None, curated: int, seed: int, near_members: int | None, arms: str, samples: int,
           sampled_arms: str | None,
-          plot_path: Path | None,
+          plot_path: Path | None, resume: str | None,
           slots: int | None,
           dtype: str | None, calculator: bool | None, grounding: bool | None, as_json: bool) -> None:
     """The capability measurement: train passes on the model's own verified solutions, then held-out
@@ -344,6 +347,8 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
           --heldout 'gen:all?n=20&seed=2&split=heldout' --passes 2 --attempts 4 --budget 96 --json
       flywheel --library /tmp/study study --problems 'gen:all?n=10&seed=1&split=train' \\
           --heldout 'gen:all?n=20&seed=2&split=heldout' --arms none,graft,graft+calc,none+calc --samples 4
+      # interrupted? the same command, with the tag its first line printed:
+      flywheel --library /tmp/study study ... --resume run-20261206T051500Z-3fa2c1
     """
     chosen = [a.strip() for a in arms.split(",") if a.strip()]
     unknown = [a for a in chosen if a not in config.STUDY_ARMS]
@@ -359,7 +364,7 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
     _preflight(cfg, train, heldout)
     with _progress() as progress:
         out = st.run_study(cfg, train=train, heldout=heldout, passes=passes, curated=curated, arms=chosen,
-                           samples=samples, progress=progress,
+                           samples=samples, resume=resume, progress=progress,
                            stages=lambda done, total, line: click.echo(line, err=True),
                            sampled_arms=None if sampled_arms is None else
                            [a.strip() for a in sampled_arms.split(",") if a.strip()])

@@ -211,3 +211,75 @@ def test_the_study_split_reads_coverage_and_what_each_heldout_problem_was_grafte
     assert sibling["n"] == 1 and sibling["none"]["correct"] == sibling["graft"]["correct"] == 1
     assert all(g != "sibling" for p, g in groups if p == "far")   # no far template has a deposit
     assert bench.template_of("gsm-symbolic-t17-original") == 17 and bench.template_of("gen-nine-0") is None
+
+
+class _Stop:
+    """A progress callback that interrupts the study (as Ctrl-C would) at the `at`-th problem whose note
+    holds `word`, once."""
+
+    def __init__(self, word: str, at: int) -> None:
+        self.word, self.at, self.seen = word, at, 0
+
+    def __call__(self, done: int, total: int | None, note: str) -> None:
+        self.seen += self.word in note and not note.startswith("depositing")
+        if self.seen == self.at:
+            raise KeyboardInterrupt
+
+
+def _figures(out: dict[str, object]) -> dict[str, object]:
+    """What a resume must reproduce: every held-out figure (no arm deposits, so a resumed arm decodes the
+    same attempts), and each train pass's verified count and self-deposits. Not a cut pass's decode
+    tokens: its remaining problems are routed through the deposits made before the cut, which an
+    uninterrupted pass's concurrent attempts did not see yet."""
+    passes = [{k: p[k] for k in ("pass", "problems", "verified", "self_deposits")} for p in out["passes"]]
+    arms = {arm: {m: a for m, a in acc.items() if m != "run_ids"} for arm, acc in out["arms"]["accuracy"].items()}
+    return {"passes": passes, "arms": arms, "heldout": {k: v for k, v in out["heldout"].items()
+                                                        if k not in ("without_graft", "with_graft")},
+            "growth": out["library_growth"], "artifacts": len(out["inputs"]["artifacts"])}
+
+
+def test_an_interrupted_study_resumes_to_the_uninterrupted_figures(tiny_gemma: Engine, tmp_path: Path) -> None:
+    train = _write(tmp_path / "train.jsonl", [
+        {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
+         "solution": "4 + 5 = 9."},
+        {"id": "gen-nine-train-1", "problem": "Bo has 3 cups and buys 6. How many cups?", "reference": "9"},
+        {"id": "gen-nine-train-2", "problem": "Cy has 2 hats and buys 7. How many hats?", "reference": "9"},
+        {"id": "gen-ten-train-0", "problem": "Di has 8 pens and buys 2. How many pens?", "reference": "10"},
+    ])
+    runtime.register_engine("by-seed-tiny", _BySeed(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint,
+                                                    tiny_gemma.settings))
+    heldout = _write(tmp_path / "heldout.jsonl", [
+        {"id": "gen-nine-heldout-0", "problem": "Ed has 1 cap and buys 8. How many caps?", "reference": "9"},
+        {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"},
+    ])
+    args = {"train": train, "heldout": heldout, "passes": 2, "curated": 1, "arms": ["none", "graft"], "samples": 3}
+
+    def cfg(name: str) -> RunConfig:
+        return RunConfig(problems=train, model="by-seed-tiny", library=str(tmp_path / name), budget=20,
+                         attempts=2, seed=0)
+
+    try:
+        whole = run_study(cfg("whole"), **args)
+        lines: list[str] = []
+        say = lambda n, total, line: lines.append(line)   # noqa: E731
+        with pytest.raises(KeyboardInterrupt):            # inside train pass 1, after two problems
+            run_study(cfg("cut"), **args, progress=_Stop("train", 2), stages=say)
+        tag = lines[0].split()[1].rstrip(":")
+        assert lines[0] == f"study {tag}: started (if interrupted, the same command with --resume {tag} finishes it)"
+        lib = runtime.library(str(tmp_path / "cut"), config.database_url(tmp_path / "cut"))
+        assert lib.catalog.get_run(f"{tag}-train1").status == "interrupted"
+        with pytest.raises(KeyboardInterrupt):            # again, inside arm none's sampled run
+            run_study(cfg("cut"), **args, resume=tag, progress=_Stop("heldout", 3))
+        assert lib.catalog.get_run(f"{tag}-train2").status == "finished"
+        assert lib.catalog.get_run(f"{tag}-heldout-none-k3").status == "interrupted"
+        assert lib.catalog.get_run(f"{tag}-heldout-graft") is None
+        resumed = run_study(cfg("cut"), **args, resume=tag)
+        assert resumed["inputs"]["study"] == tag and resumed["passes"][0]["run_id"] == f"{tag}-train1"
+        assert _figures(resumed) == _figures(whole)
+        own = {s.deposited_by for a in lib.catalog.list_artifacts()
+               if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by != CURATOR}
+        assert resumed["passes"][0]["self_deposits"] == 3 and len(own) == 2   # pass 1's, by its two segments
+        with pytest.raises(InputError, match="no run of study 'run-x'"):
+            run_study(cfg("cut"), **args, resume="run-x")
+    finally:
+        runtime.close_libraries()
