@@ -14,6 +14,15 @@ from flywheel.engine import Engine
 from flywheel.errors import InputError
 from tests.flows.conftest import ScriptedEngine
 
+#: Three "nine" train problems (the first with its curated solution) and one "ten".
+TRAIN = [
+    {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
+     "solution": "4 + 5 = 9."},
+    {"id": "gen-nine-train-1", "problem": "Bo has 3 cups and buys 6. How many cups?", "reference": "9"},
+    {"id": "gen-nine-train-2", "problem": "Cy has 2 hats and buys 7. How many hats?", "reference": "9"},
+    {"id": "gen-ten-train-0", "problem": "Di has 8 pens and buys 2. How many pens?", "reference": "10"},
+]
+
 
 def _write(path: Path, rows: list[dict[str, str]]) -> str:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -23,13 +32,7 @@ def _write(path: Path, rows: list[dict[str, str]]) -> str:
 def test_study_turns_on_the_models_own_solutions_and_pairs_the_heldout_arms(scripted: str, lib_dir: Path,
                                                                             tmp_path: Path) -> None:
     # The scripted model always answers 9: right for the "nine" problems, wrong for the others.
-    train = _write(tmp_path / "train.jsonl", [
-        {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
-         "solution": "4 + 5 = 9."},
-        {"id": "gen-nine-train-1", "problem": "Bo has 3 cups and buys 6. How many cups?", "reference": "9"},
-        {"id": "gen-nine-train-2", "problem": "Cy has 2 hats and buys 7. How many hats?", "reference": "9"},
-        {"id": "gen-ten-train-0", "problem": "Di has 8 pens and buys 2. How many pens?", "reference": "10"},
-    ])
+    train = _write(tmp_path / "train.jsonl", TRAIN)
     heldout = _write(tmp_path / "heldout.jsonl", [
         {"id": "gen-nine-heldout-0", "problem": "Ed has 1 cap and buys 8. How many caps?", "reference": "9"},
         {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"},
@@ -239,13 +242,7 @@ def _figures(out: dict[str, object]) -> dict[str, object]:
 
 
 def test_an_interrupted_study_resumes_to_the_uninterrupted_figures(tiny_gemma: Engine, tmp_path: Path) -> None:
-    train = _write(tmp_path / "train.jsonl", [
-        {"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
-         "solution": "4 + 5 = 9."},
-        {"id": "gen-nine-train-1", "problem": "Bo has 3 cups and buys 6. How many cups?", "reference": "9"},
-        {"id": "gen-nine-train-2", "problem": "Cy has 2 hats and buys 7. How many hats?", "reference": "9"},
-        {"id": "gen-ten-train-0", "problem": "Di has 8 pens and buys 2. How many pens?", "reference": "10"},
-    ])
+    train = _write(tmp_path / "train.jsonl", TRAIN)
     runtime.register_engine("by-seed-tiny", _BySeed(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint,
                                                     tiny_gemma.settings))
     heldout = _write(tmp_path / "heldout.jsonl", [
