@@ -130,6 +130,16 @@ def majority(answers: Sequence[str | None]) -> int | None:
     return max(votes.values(), key=lambda idx: (len(idx), -idx[0]))[0]
 
 
+def _train_run(tag: str, i: int) -> str:
+    """The run id of study `tag`'s train pass `i` (1-based)."""
+    return f"{tag}-train{i}"
+
+
+def _heldout_run(tag: str, arm: str, samples: int = 1) -> str:
+    """The run id of study `tag`'s held-out `arm`: its greedy run, or with `samples` > 1 its sampled one."""
+    return f"{tag}-heldout-{arm}" + (f"-k{samples}" if samples > 1 else "")
+
+
 def _arm_config(cfg: RunConfig, heldout: str, run_id: str, arm: str, attempts: int) -> RunConfig:
     graft, calc, ground = ARMS[arm]
     return cfg.model_copy(update={"problems": heldout, "run_id": run_id, "no_graft": not graft, "deposit": False,
@@ -157,13 +167,14 @@ def run_arm(cfg: RunConfig, heldout: str, tag: str, arm: str, samples: int,
     """
     say = _say(stages)
     lib = run_env(cfg).open_library()
-    greedy = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}", arm, 1), progress)
+    greedy = flywheel_run(_arm_config(cfg, heldout, _heldout_run(tag, arm), arm, 1), progress)
     out: dict[str, Any] = {"summaries": [greedy], "outcomes": {
         "pass@1": {r["problem_id"]: bool(r["verified"]) for r in greedy["results"]}}}
     t = greedy["totals"]
     say(f"held-out {arm}: pass@1 {t['verified']}/{t['problems']}, {t['decode_tokens']:,} decode tokens")
     if samples > 1:
-        sampled = flywheel_run(_arm_config(cfg, heldout, f"{tag}-heldout-{arm}-k{samples}", arm, samples), progress)
+        sampled = flywheel_run(_arm_config(cfg, heldout, _heldout_run(tag, arm, samples), arm, samples),
+                               progress)
         by_problem: dict[str, list[Any]] = defaultdict(list)
         for a in sorted(lib.catalog.attempts_for_run(sampled["run_id"]), key=lambda a: a.attempt_index):
             by_problem[a.problem_id].append(a)
@@ -248,15 +259,15 @@ def transfer_report(results: dict[str, dict[str, Any]], order: Sequence[str],
 def _first_run(tag: str, passes: int, arms: Sequence[str]) -> str:
     """The run a study tagged `tag` starts first (runs go in order: train passes, then the arms'):
     it exists once the study has run anything."""
-    return f"{tag}-train1" if passes > 0 else f"{tag}-heldout-{arms[0]}"
+    return _train_run(tag, 1) if passes > 0 else _heldout_run(tag, arms[0])
 
 
 def _own_deposits(lib: Any, tag: str, i: int) -> int:
     """Self-deposits of train pass `i` (1-based): non-curated solutions catalogued from its run's start
     until the next pass's run started (or now). Exact across resumed segments of the pass, whose
     deposits carry each segment's flow-run id, as long as the study alone writes to its library."""
-    start = lib.catalog.get_run(f"{tag}-train{i}").started_at
-    nxt = lib.catalog.get_run(f"{tag}-train{i + 1}")
+    start = lib.catalog.get_run(_train_run(tag, i)).started_at
+    nxt = lib.catalog.get_run(_train_run(tag, i + 1))
     end = nxt.started_at if nxt is not None else None
     return sum(1 for a in lib.catalog.list_artifacts()
                if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by != CURATOR
@@ -304,7 +315,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
     say(f"seeded {len(seeded)} curated solutions ({curated} per family at most)")
     pass_rows = []
     for i in range(1, passes + 1):
-        summary = flywheel_run(cfg.model_copy(update={"problems": train, "run_id": f"{tag}-train{i}",
+        summary = flywheel_run(cfg.model_copy(update={"problems": train, "run_id": _train_run(tag, i),
                                                       "no_graft": False, "deposit": True}), progress)
         own = _own_deposits(lib, tag, i)
         t = summary["totals"]
