@@ -116,11 +116,12 @@ def max_artifact_bytes(engine: Engine) -> int:
 # --- export --------------------------------------------------------------------------------------
 
 
-def export_bundle(lib: Library, path: Path, *, force: bool = False) -> int:
-    """Write every catalogued artifact (verified or not) with its problem and solution; returns the count.
+def check_export_target(path: Path, *, force: bool = False, solutions: bool = False) -> None:
+    """Refuse an export target before any work: a missing folder, something that is not a file, an
+    existing file without `force`, or (for `solutions`) a name `flywheel deposit --file` would not read.
 
     Raises:
-        InputError: the folder does not exist, or `path` exists and `force` was not given.
+        InputError: with the hint that fixes it.
     """
     if not path.parent.is_dir():
         raise InputError(f"cannot write {path}: folder {path.parent} does not exist",
@@ -129,6 +130,18 @@ def export_bundle(lib: Library, path: Path, *, force: bool = False) -> int:
         raise InputError(f"{path} already exists; nothing was written", hint="pass --force to overwrite it")
     if path.exists() and not path.is_file():
         raise InputError(f"{path} is not a file; nothing was written")
+    if solutions and path.suffix.lower() != ".jsonl":
+        raise InputError(f"{path}: a solutions table is written as JSONL; nothing was written",
+                         hint="name it with .jsonl (the suffix `flywheel deposit --file` reads it by)")
+
+
+def export_bundle(lib: Library, path: Path, *, force: bool = False) -> int:
+    """Write every catalogued artifact (verified or not) with its problem and solution; returns the count.
+
+    Raises:
+        InputError: as `check_export_target`.
+    """
+    check_export_target(path, force=force)
     entries: list[dict[str, Any]] = []
     # Durable and all-or-nothing; 0o666 before the umask: a bundle is made to be handed on.
     with atomic_writer(path, mode=0o666) as fh, tarfile.open(fileobj=fh, mode="w") as tar:
@@ -151,6 +164,41 @@ def export_bundle(lib: Library, path: Path, *, force: bool = False) -> int:
         manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "artifacts": entries}
         _add(tar, MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
     return len(entries)
+
+
+def export_solutions(lib: Library, path: Path, *, force: bool = False) -> int:
+    """Write each verified solution once as a `flywheel deposit --file` table (JSONL); returns the count.
+
+    Texts only, no artifacts: a few kilobytes where a bundle holds megabytes of KV per entry, and
+    no model's: depositing the file prefills every graft again for whichever model deposits it. On
+    the model (fingerprint) that made the library, each rebuilt artifact is byte-identical to the
+    original (an artifact is the engine's prefill of the canonical graft text of the problem,
+    solution and answer, filed under the same id), so its SHA-256 checks the rebuild. Rows keep
+    deposit order; `deposited_by` and `source` are written for the reader (`deposit --file` files
+    what it deposits as the curator's). Unverified solutions are left out: a deposit would refuse them.
+
+    Raises:
+        InputError: as `check_export_target`.
+
+    Example:
+        >>> export_solutions(lib, Path("solutions.jsonl"))   # doctest: +SKIP
+        27
+    """
+    check_export_target(path, force=force, solutions=True)
+    lines: list[str] = []
+    seen: set[int] = set()
+    for a in lib.catalog.list_artifacts():   # verified only, oldest first; a solution may have several
+        if a.solution_id in seen:
+            continue
+        seen.add(a.solution_id)
+        sol, prob = lib.catalog.get_solution(a.solution_id), lib.catalog.get_problem(a.problem_id)
+        assert sol is not None and prob is not None  # foreign keys guarantee both
+        lines.append(json.dumps({"id": prob.id, "problem": prob.text, "solution": sol.text, "answer": sol.answer,
+                                 "reference": prob.reference or "", "source": prob.source,
+                                 "deposited_by": sol.deposited_by}, ensure_ascii=False, sort_keys=True))
+    with atomic_writer(path, mode=0o666) as fh:
+        fh.write("".join(line + "\n" for line in lines).encode())
+    return len(lines)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -221,26 +221,34 @@ def scan(ctx: click.Context, as_json: bool, repair: bool) -> None:
 @library.command("export")
 @click.argument("bundle", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite BUNDLE if it exists.")
+@click.option("--solutions", is_flag=True,
+              help="Write the verified solutions as a JSONL table for `flywheel deposit --file` instead of a "
+                   "bundle: texts only, no artifacts; depositing it rebuilds the grafts for any model.")
 @click.pass_context
-def export(ctx: click.Context, bundle: Path, force: bool) -> None:
+def export(ctx: click.Context, bundle: Path, force: bool, solutions: bool) -> None:
     """Write a bundle (a tar of artifacts plus a manifest of hashes, fingerprints and solutions).
 
+    With --solutions, write the verified solutions alone as a JSONL table (id, problem, solution,
+    answer, reference): kilobytes instead of megabytes, for another machine or another model.
+    Deposited on the model that made them, the rebuilt artifacts are byte-identical (same SHA-256).
     An existing file is never overwritten unless --force is given.
 
     \b
-    Example:
+    Examples:
       flywheel library export library-bundle.tar
+      flywheel library export --solutions solutions.jsonl
+      flywheel --library other/ deposit --file solutions.jsonl
     """
-    if not bundle.parent.is_dir():
-        raise InputError(f"cannot write {bundle}: folder {bundle.parent} does not exist",
-                         hint="create the folder first, or give a path in an existing one")
-    if bundle.exists() and not force:
-        raise InputError(f"{bundle} already exists; nothing was written", hint="pass --force to overwrite it")
-    from flywheel.bundle import export_bundle
+    from flywheel.bundle import check_export_target, export_bundle, export_solutions
 
+    check_export_target(bundle, force=force, solutions=solutions)   # before the catalog is opened
     with _open(ctx, write=False) as lib:
-        n = export_bundle(lib, bundle, force=force)
-    click.echo(f"exported {n} artifacts to {bundle}")
+        if solutions:
+            n = export_solutions(lib, bundle, force=force)
+            click.echo(f"exported {n} verified solutions to {bundle} (deposit them with `flywheel deposit --file`)")
+        else:
+            n = export_bundle(lib, bundle, force=force)
+            click.echo(f"exported {n} artifacts to {bundle}")
 
 
 @library.command("import")

@@ -107,6 +107,41 @@ def test_export_import_round_trip_is_byte_identical(flywheel: Run, tmp_path: Pat
     assert flywheel("library", "verify", library=other).returncode == 0
 
 
+def test_exported_solutions_rebuild_the_same_artifacts_in_another_library(flywheel: Run, tmp_path: Path) -> None:
+    rows = [{"id": "sum-5", "problem": "What is 5+5?", "solution": "5+5=10", "answer": "10", "reference": "10"},
+            {"id": "gr\u00f6\u00dfe", "problem": "Wie viel ist 3\u00b73?\nRechne.", "solution": "3\u00b73 = 9\nalso 9",
+             "answer": "9", "reference": "9"}]
+    curated = tmp_path / "curated.jsonl"
+    curated.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    flywheel("deposit", "--file", str(curated), check=True)
+    flywheel("deposit", "--problem", "Name the colour of the sky.", "--solution", "It is blue.", "--answer", "blue",
+             "--unverified", check=True)
+    table = tmp_path / "solutions.jsonl"
+    out = flywheel("library", "export", "--solutions", str(table), check=True)
+    assert "exported 2 verified solutions" in out.stdout
+    written = [json.loads(line) for line in table.read_text(encoding="utf-8").splitlines()]
+    assert [(w["id"], w["problem"], w["solution"], w["answer"], w["reference"]) for w in written] == \
+        [(r["id"], r["problem"], r["solution"], r["answer"], r["reference"]) for r in rows]   # unverified left out
+    other = tmp_path / "other"
+    flywheel("deposit", "--file", str(table), library=other, check=True)
+    a, b = _artifact_files(tmp_path / "lib"), _artifact_files(other)
+    verified = {r["artifact"] for r in json.loads(flywheel("library", "ls", "--json", check=True).stdout)}
+    assert {p.name.split(".")[0] for p in b} == verified and len(verified) == 2
+    assert all(p.read_bytes() == next(q for q in a if q.name == p.name).read_bytes() for p in b)
+
+
+def test_solutions_export_refuses_a_name_deposit_cannot_read_and_an_existing_file(flywheel: Run, tmp_path: Path) -> None:
+    flywheel("deposit", "--problem", "What is 4+4?", "--solution", "4+4=8", "--answer", "8", "--reference", "8", check=True)
+    proc = flywheel("library", "export", "--solutions", str(tmp_path / "solutions.csv"))
+    assert proc.returncode == 2 and ".jsonl" in proc.stderr and not (tmp_path / "solutions.csv").exists()
+    table = tmp_path / "s.jsonl"
+    table.write_text("keep me\n")
+    proc = flywheel("library", "export", "--solutions", str(table))
+    assert proc.returncode == 2 and "--force" in proc.stderr and table.read_text() == "keep me\n"
+    flywheel("library", "export", "--solutions", "--force", str(table), check=True)
+    assert json.loads(table.read_text())["answer"] == "8"
+
+
 def test_import_refuses_path_traversal_and_unknown_files(flywheel: Run, tmp_path: Path) -> None:
     flywheel("deposit", "--problem", "What is 6+6?", "--solution", "6+6=12", "--answer", "12", "--reference", "12", check=True)
     bundle = tmp_path / "b.tar"
