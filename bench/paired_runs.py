@@ -1,13 +1,18 @@
 """Two arms from two studies (another model, another library) paired by problem: exact McNemar.
 
 Reads the attempt files `bench/export_attempts.py` writes (one JSON line per attempt) and takes, from
-each, attempt 0 (the greedy pass@1 one) of the run whose id ends with `-heldout-<arm>`. Problems
-are paired by id; `--part near|far|all` keeps the GSM-Symbolic instances of train templates (near),
-of held-out templates (far), or every problem both files hold.
+each, attempt 0 (the greedy pass@1 one) of the run whose id ends with `-heldout-<arm>`; with
+`--measure maj@K` or `pass@K`, the K sampled attempts of the run ending `-heldout-<arm>-kK`, scored
+as `flywheel study` scores them (maj@K: `flows.study.majority` of the answers in attempt order, then
+that attempt's verdict; pass@K: any verified). Problems are paired by id; `--part near|far|all` keeps
+the GSM-Symbolic instances of train templates (near), of held-out templates (far), or every problem
+both files hold. So two arms run as two studies (a long study split across sessions) pair as one.
 
     .venv/bin/python bench/paired_runs.py \\
         --a bench/results/issue32-cold-qwen2.5-coder-0.5b-attempts.jsonl --a-arm graft \\
         --b bench/results/issue32-base-qwen2.5-coder-1.5b-attempts.jsonl --b-arm none --part near
+    .venv/bin/python bench/paired_runs.py --a graft-study-attempts.jsonl --a-arm graft \\
+        --b none-study-attempts.jsonl --b-arm none --part near --measure maj@4
 """
 
 from __future__ import annotations
@@ -25,21 +30,45 @@ from typing import Any  # noqa: E402
 _TEMPLATE = re.compile(r"^gsm-symbolic-t(\d+)-")
 
 
-def outcomes(path: Path, arm: str) -> dict[str, bool]:
-    """problem id -> verified, for attempt 0 of the held-out run of `arm` in an exported attempts file."""
-    suffix = f"-heldout-{arm}"
-    rows: dict[str, bool] = {}
+_MEASURE = re.compile(r"^(pass|maj)@(\d+)$")
+
+
+def outcomes(path: Path, arm: str, measure: str = "pass@1") -> dict[str, bool]:
+    """problem id -> verified under `measure`, for the held-out run of `arm` in an exported attempts file."""
+    m = _MEASURE.match(measure)
+    if m is None or int(m.group(2)) < 1 or (m.group(1) == "maj" and int(m.group(2)) < 2):
+        raise SystemExit(f"--measure {measure!r}: give pass@1, maj@K or pass@K (K >= 2)")
+    kind, k = m.group(1), int(m.group(2))
+    suffix = f"-heldout-{arm}" + (f"-k{k}" if k > 1 else "")
+    runs: set[str] = set()
+    by_problem: dict[str, dict[int, dict[str, Any]]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         a = json.loads(line)
-        if a["run_id"].endswith(suffix) and a["attempt"] == 0:
-            if a["problem_id"] in rows:
-                raise SystemExit(f"{path}: two held-out '{arm}' runs hold {a['problem_id']}: give one study's file")
-            rows[a["problem_id"]] = bool(a["verified"])
-    if not rows:
-        raise SystemExit(f"{path}: no attempt 0 of a run ending in {suffix!r}")
-    return rows
+        if a["run_id"].endswith(suffix) and (k > 1 or a["attempt"] == 0):
+            runs.add(a["run_id"])
+            by_problem.setdefault(a["problem_id"], {})[a["attempt"]] = a
+    if not by_problem:
+        raise SystemExit(f"{path}: no attempt{' 0' if k == 1 else 's'} of a run ending in {suffix!r}")
+    if len(runs) > 1:
+        raise SystemExit(f"{path}: {len(runs)} held-out '{arm}' runs end in {suffix!r}: give one study's file")
+    if k == 1:
+        return {pid: bool(tries[0]["verified"]) for pid, tries in by_problem.items()}
+    from flows.study import majority
+
+    out: dict[str, bool] = {}
+    for pid, tries in by_problem.items():
+        if sorted(tries) != list(range(k)):
+            raise SystemExit(f"{path}: {pid} has attempts {sorted(tries)} in its {measure} run, not 0..{k - 1} "
+                             "(a cut run? finish it with `flywheel study --resume`)")
+        ordered = [tries[i] for i in range(k)]
+        if kind == "pass":
+            out[pid] = any(bool(t["verified"]) for t in ordered)
+        else:
+            winner = majority([t["answer"] for t in ordered])
+            out[pid] = winner is not None and bool(ordered[winner]["verified"])
+    return out
 
 
 def in_part(problem_id: str, part: str) -> bool:
@@ -75,14 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--b", type=Path, required=True, help="attempts file of study B")
     ap.add_argument("--b-arm", required=True, help="B's held-out arm")
     ap.add_argument("--part", choices=("near", "far", "all"), default="all")
+    ap.add_argument("--measure", default="pass@1",
+                    help="pass@1 (the greedy attempt, default), maj@K or pass@K (the K sampled attempts)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a line")
     args = ap.parse_args(argv)
-    out = compare(outcomes(args.a, args.a_arm), outcomes(args.b, args.b_arm), args.part)
-    out.update(a_file=str(args.a), a_arm=args.a_arm, b_file=str(args.b), b_arm=args.b_arm)
+    out = compare(outcomes(args.a, args.a_arm, args.measure), outcomes(args.b, args.b_arm, args.measure), args.part)
+    out.update(a_file=str(args.a), a_arm=args.a_arm, b_file=str(args.b), b_arm=args.b_arm, measure=args.measure)
     if args.json:
         print(json.dumps(out, sort_keys=True))
         return 0
-    print(f"{args.part} ({out['n']} paired): A {args.a_arm} {out['a']['correct']}/{out['n']} vs B {args.b_arm} "
+    print(f"{args.part} {args.measure} ({out['n']} paired): A {args.a_arm} {out['a']['correct']}/{out['n']} vs B {args.b_arm} "
           f"{out['b']['correct']}/{out['n']}; only A {out['only_a']}, only B {out['only_b']}, exact McNemar "
           f"p = {out['mcnemar_p']:.3g} (power at a 3:1 split {out['power_3to1']:.0%})")
     return 0

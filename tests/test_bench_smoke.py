@@ -238,3 +238,38 @@ def test_paired_runs_pairs_two_studies_by_problem_within_a_part(tmp_path: Path) 
     wrong_arm = subprocess.run([sys.executable, str(ROOT / "bench" / "paired_runs.py"), "--a", str(a), "--a-arm", "none",
                                 "--b", str(b), "--b-arm", "none"], capture_output=True, text=True, timeout=120)
     assert wrong_arm.returncode != 0 and "no attempt 0 of a run ending in '-heldout-none'" in wrong_arm.stderr
+
+
+def test_paired_runs_scores_sampled_arms_as_the_study_does(tmp_path: Path) -> None:
+    """maj@4 and pass@4 from two studies' exported attempts: what one study with both arms would report."""
+    def sampled(path: Path, arm: str, tries: dict[str, list[tuple[str | None, bool]]]) -> Path:
+        rows = [{"run_id": f"run-{arm}-heldout-{arm}-k4", "problem_id": pid, "attempt": i, "answer": ans, "verified": ok}
+                for pid, answers in tries.items() for i, (ans, ok) in enumerate(answers)]
+        rows += [{"run_id": f"run-{arm}-heldout-{arm}", "problem_id": pid, "attempt": 0, "answer": None,
+                  "verified": False} for pid in tries]                        # the greedy run: not maj@4
+        path.write_text("".join(json.dumps(r) + "\n" for r in reversed(rows)))   # any order
+        return path
+
+    t0, t1, t2 = "gsm-symbolic-t0-s11-0", "gsm-symbolic-t1-s11-0", "gsm-symbolic-t2-s11-0"
+    a = sampled(tmp_path / "a.jsonl", "graft", {
+        t0: [("7", False), ("12", True), (" 7", False), ("12 ", True)],   # tie 7:12 goes to 7, given first: maj wrong
+        t1: [(None, False), ("3", True), ("4", False), ("3", True)],      # maj right
+        t2: [("5", False), ("6", False), ("9", True), (None, False)]})    # every answer once: the first wins
+    b = sampled(tmp_path / "b.jsonl", "none", {
+        t0: [("12", True), ("12", True), ("7", False), (None, False)],
+        t1: [("4", False), ("4", False), ("5", False), ("6", False)],
+        t2: [(None, False)] * 4})
+    maj = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
+                    "--part", "near", "--measure", "maj@4", tmp_path=tmp_path)
+    assert (maj["n"], maj["a"]["correct"], maj["b"]["correct"], maj["only_a"], maj["only_b"]) == (2, 1, 1, 1, 1)
+    any4 = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
+                     "--measure", "pass@4", tmp_path=tmp_path)
+    assert (any4["n"], any4["a"]["correct"], any4["b"]["correct"], any4["measure"]) == (3, 3, 1, "pass@4")
+    cut = tmp_path / "cut.jsonl"
+    kept = [line for line in a.read_text().splitlines()
+            if not (json.loads(line)["problem_id"] == t2 and json.loads(line)["attempt"] == 3)]
+    cut.write_text("".join(line + "\n" for line in kept))                   # one sampled attempt lost
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "paired_runs.py"), "--a", str(cut), "--a-arm", "graft",
+                           "--b", str(b), "--b-arm", "none", "--measure", "maj@4"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "not 0..3" in proc.stderr and "--resume" in proc.stderr
