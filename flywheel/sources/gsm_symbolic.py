@@ -21,7 +21,8 @@ Each problem's `reference` is the number after `####`; its `solution` is the wor
 GSM8K's calculator annotations (`$<<6*7=42>>42` -> `$42`) and without the `#### N` line; `meta`
 records the template, its GSM8K number, split, seed, index, and the raw answer as generated.
 
-Generation runs in a worker process (`gsm_worker`), bounded per template (`DEFAULT_BOUND_S`; a
+Generation runs in worker processes (`gsm_worker`), one template each and as many at once as
+there are usable cores (the instances do not depend on it), bounded per template (`DEFAULT_BOUND_S`; a
 few templates enumerate for minutes), and each template's instances are cached under
 `flywheel.config.problem_cache_dir()` keyed by the SHA-256 of (package version, template, seed, n)
 with the hash of their content, then read back. A template over its bound, or whose generator
@@ -33,11 +34,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -145,7 +148,7 @@ def original_problems(chosen: list[int]) -> list[Problem]:
 
 
 def instances(chosen: list[int], *, n: int, seed: int, bound_s: float | None = None,
-              cache_dir: Path | None = None) -> Loaded:
+              cache_dir: Path | None = None, workers: int | None = None) -> Loaded:
     """`n` distinct instances of each chosen template from `seed`, read from the cache or generated.
 
     Args:
@@ -153,6 +156,7 @@ def instances(chosen: list[int], *, n: int, seed: int, bound_s: float | None = N
         n: instances per template; seed: the package's generator seed.
         bound_s: seconds one template may take to generate (`DEFAULT_BOUND_S` when None; a cache hit takes none).
         cache_dir: where instances are cached (`flywheel.config.problem_cache_dir()` when None).
+        workers: templates generated at once (`generation_workers()`, the usable cores, when None).
     Returns:
         (problems, skipped): a template over its bound, failing, or with fewer than `n` distinct
         instances is named in `skipped` (the last gives the instances it has).
@@ -166,49 +170,112 @@ def instances(chosen: list[int], *, n: int, seed: int, bound_s: float | None = N
     cache = InstanceCache(cache_dir or problem_cache_dir())
     found = {t: cache.get(t, n=n, seed=seed) for t in chosen}
     missing = [t for t, pairs in found.items() if pairs is None]
+    generated: dict[int, list[Pair] | GenerationFailed] = {}
     if missing:
+        lanes = max(1, min(len(missing), workers or generation_workers()))
         _say(f"gsm-symbolic: generating {n} instance{'s' if n > 1 else ''} of {len(missing)} template"
-             f"{'s' if len(missing) > 1 else ''} not in the cache yet (at most {bound_s:.3g} s each; "
-             f"cached in {cache.folder})")
+             f"{'s' if len(missing) > 1 else ''} not in the cache yet (at most {bound_s:.3g} s each, "
+             f"{lanes} at a time; cached in {cache.folder})")
+        generated = _generate_missing(missing, n=n, seed=seed, bound_s=bound_s, cache=cache, workers=lanes)
     problems: list[Problem] = []
     skipped: list[str] = []
-    now = {"template": -1, "since": time.monotonic(), "done": 0}
-
-    def still() -> str:
-        return (f"gsm-symbolic: still generating: {now['done']}/{len(missing)} templates done, template "
-                f"{now['template']} for {time.monotonic() - now['since']:.0f} s")
-
-    with Generator() as gen, _heartbeat(still if missing else None):
-        for t in chosen:
-            pairs = found[t]
-            if pairs is None:
-                now.update(template=t, since=time.monotonic())
-                try:
-                    pairs = _generate(gen, t, n=n, seed=seed, bound_s=bound_s)
-                except GenerationFailed as err:
-                    skipped.append(f"gsm-symbolic template {t}: {err}")
-                    _say(f"gsm-symbolic: template {t} skipped: {err}")
-                    continue
-                finally:
-                    now["done"] += 1
-                cache.put(t, n=n, seed=seed, pairs=pairs)
-            if len(pairs) < n:
-                skipped.append(f"gsm-symbolic template {t}: {len(pairs)} distinct instances of the {n} asked for")
-            for i, (question, answer) in enumerate(pairs):
-                try:
-                    problems.append(_problem(known[t], f"gsm-symbolic-t{t}-s{seed}-{i}", question, answer,
-                                             {"seed": str(seed), "index": str(i)}))
-                except ValueError as err:
-                    skipped.append(f"gsm-symbolic template {t} instance {i}: its answer has {err}")
+    for t in chosen:
+        got = found[t] if found[t] is not None else generated[t]
+        if isinstance(got, GenerationFailed):
+            skipped.append(f"gsm-symbolic template {t}: {got}")
+            continue
+        assert got is not None  # cached, or generated above
+        if len(got) < n:
+            skipped.append(f"gsm-symbolic template {t}: {len(got)} distinct instances of the {n} asked for")
+        for i, (question, answer) in enumerate(got):
+            try:
+                problems.append(_problem(known[t], f"gsm-symbolic-t{t}-s{seed}-{i}", question, answer,
+                                         {"seed": str(seed), "index": str(i)}))
+            except ValueError as err:
+                skipped.append(f"gsm-symbolic template {t} instance {i}: its answer has {err}")
     return problems, skipped
 
 
+def generation_workers() -> int:
+    """Templates generated at once: the cores this process may use (each template runs in its own worker)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _Generating:
+    """Which templates are generating since when, and how many are done: the heartbeat's line."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self.since: dict[int, float] = {}
+        self.lock = threading.Lock()
+
+    def start(self, template: int) -> None:
+        with self.lock:
+            self.since[template] = time.monotonic()
+
+    def finish(self, template: int) -> None:
+        with self.lock:
+            self.since.pop(template, None)
+            self.done += 1
+
+    def line(self) -> str:
+        with self.lock:
+            now = time.monotonic()
+            busy = ", ".join(f"template {t} for {now - t0:.0f} s" for t, t0 in sorted(self.since.items()))
+            return f"gsm-symbolic: still generating: {self.done}/{self.total} templates done, {busy or 'none busy'}"
+
+
+def _generate_missing(missing: list[int], *, n: int, seed: int, bound_s: float, cache: InstanceCache,
+                      workers: int) -> dict[int, list[Pair] | GenerationFailed]:
+    """Generate each missing template's instances, `workers` templates at a time, caching each as it ends.
+
+    Each template's instances depend only on (template, n, seed) (the package is seeded per call), so
+    how many run at once changes the time, never an instance. A template over its bound or failing
+    maps to its `GenerationFailed` (said when it happens). An interrupt kills every worker process.
+    """
+    state = _Generating(len(missing))
+    queue = list(missing)
+    results: dict[int, list[Pair] | GenerationFailed] = {}
+    gens = [Generator() for _ in range(workers)]
+
+    def lane(gen: Generator) -> None:
+        while True:
+            with state.lock:
+                if not queue:
+                    return
+                t = queue.pop(0)
+            state.start(t)
+            try:
+                pairs = _generate(gen, t, n=n, seed=seed, bound_s=bound_s)
+            except GenerationFailed as err:
+                results[t] = err
+                _say(f"gsm-symbolic: template {t} skipped: {err}")
+            else:
+                cache.put(t, n=n, seed=seed, pairs=pairs)   # kept at once: an interrupted set loses no template
+                results[t] = pairs
+            finally:
+                state.finish(t)
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gsm-symbolic")
+    try:
+        with _heartbeat(state.line):
+            for future in [pool.submit(lane, gen) for gen in gens]:
+                future.result()
+    finally:
+        with state.lock:
+            queue.clear()          # no lane takes another template
+        for gen in gens:
+            gen.close()            # an interrupt or error: the busy lanes' reads end at once
+        pool.shutdown(wait=True)
+    return results
+
+
 @contextlib.contextmanager
-def _heartbeat(line: Callable[[], str] | None) -> Iterator[None]:
-    """Say `line()` every `HEARTBEAT_S` seconds while the block runs (nothing when `line` is None)."""
-    if line is None:
-        yield
-        return
+def _heartbeat(line: Callable[[], str]) -> Iterator[None]:
+    """Say `line()` every `HEARTBEAT_S` seconds while the block runs."""
     stop = threading.Event()
 
     def beat() -> None:

@@ -105,6 +105,16 @@ def test_instances_are_the_same_for_a_seed_on_a_fresh_cache_and_differ_across_se
         assert not verifiers.check(candidate=near_miss(p.reference), reference=p.reference).equivalent, p.id
 
 
+def test_how_many_templates_generate_at_once_changes_no_instance_and_no_skip(tmp_path: Path) -> None:
+    one = gsm.instances([1, 2, SLOW, 4], n=2, seed=3, bound_s=2.0, workers=1, cache_dir=tmp_path / "one")
+    gsm._OVER_BOUND.clear()                      # SLOW's skip is remembered per process: forget it, cut it again
+    three = gsm.instances([1, 2, SLOW, 4], n=2, seed=3, bound_s=2.0, workers=3, cache_dir=tmp_path / "three")
+    assert three == one and [p.meta["template"] for p in one[0]] == ["1", "1", "2", "2", "4", "4"]
+    assert one[1] == [f"gsm-symbolic template {SLOW}: no instance within 2 s"]
+    assert sorted(f.read_bytes() for f in (tmp_path / "one").rglob("*.json")) == \
+        sorted(f.read_bytes() for f in (tmp_path / "three").rglob("*.json"))   # the same cache, entry by entry
+
+
 def test_a_second_load_reads_the_cache_and_generates_nothing(cache_dir: Path) -> None:
     first, _ = gsm.instances([1, 2], n=2, seed=5)
     assert len(list((cache_dir / "gsm-symbolic").glob("*.json"))) == 2      # one entry per template
