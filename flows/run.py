@@ -263,21 +263,24 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
     loop's critical path; a deposit, which needs the model, back on this thread between steps).
     Returns the model seconds spent (graft, prefill and decode). `progress(done, len(problems),
     "problem-id · N decode tok/s")` follows each problem whose attempts are all finished (or that had
-    nothing to do), with the decoder's last rate; `clock` collects where the time went.
+    nothing to do), with the decoder's last rate, and `progress(done, len(problems), "N decode tok/s…")`
+    each rate the decoder reports in between (`done` unchanged); `clock` collects where the time went.
     """
     eng, lib = env.engine(), env.open_library()
     clock = clock or PhaseClock()
     open_forks: dict[str, int] = {}
     note = [""]
-    finished = [0]
+    problems_done = [0]
 
     def problem_done(problem_id: str) -> None:
-        finished[0] += 1
+        problems_done[0] += 1
         if progress:
-            progress(finished[0], len(problems), f"{problem_id} · {note[0]}" if note[0] else problem_id)
+            progress(problems_done[0], len(problems), f"{problem_id} · {note[0]}" if note[0] else problem_id)
 
     def speed(finished: int, total: int | None, said: str) -> None:
         note[0] = said
+        if progress:   # the decoder's rate between finished problems: a long first attempt is not silence
+            progress(problems_done[0], len(problems), said)
 
     jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=problem_done)
     model_seconds = 0.0
@@ -611,11 +614,14 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
 
 
 def _logged(progress: Progress | None) -> Progress:
-    """`progress`, with each finished problem also logged to the flow run."""
+    """`progress`, with each finished problem also logged to the flow run (a rate report, `done`
+    unchanged, is not logged)."""
     logger = publish_run.run_logger()
+    logged = [0]
 
     def report(done: int, total: int | None, note: str) -> None:
-        if logger is not None:
+        if logger is not None and done > logged[0]:
+            logged[0] = done
             logger.info("problem %d/%s finished: %s", done, total, note)
         if progress is not None:
             progress(done, total, note)

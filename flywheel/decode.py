@@ -85,6 +85,9 @@ MAX_REPICKS = 32
 KV_GROW = 256
 #: Default slot count on this 2-core machine: measured in bench/throughput.py (BENCHMARKS.md).
 DEFAULT_SLOTS = 16
+#: Seconds between `Decoder.run`'s rate reports while no request finishes (a first attempt of hundreds
+#: of tokens on a large model takes minutes: its caller is told the decoder is working).
+PROGRESS_EVERY_S = 30.0
 
 StopReason = Literal["stop", "eos", "budget"]
 
@@ -583,15 +586,20 @@ class BatchDecoder:
         and may react to earlier outcomes (e.g. skip a problem already solved) before the next one.
         A request with a `Prompt` prefills it in the steps first (see `Prompt`).
         `progress(finished, None, "N decode tok/s")` follows each finished request (the total is
-        not known: requests are read lazily).
+        not known: requests are read lazily), and `progress(finished, None, "N decode tok/s, T tokens
+        decoded")` every `PROGRESS_EVERY_S` seconds in which none finished. Nothing it says changes a bit.
         """
         pending = iter(requests)
         exhausted = False
         active: list[_Active | None] = [None] * self.slots
         logits: torch.Tensor | None = None   # (rows, vocab): each occupied slot's next-token logits
         finished = 0
-        started = time.perf_counter()
+        started = said = time.perf_counter()
         while True:
+            if progress and time.perf_counter() - said >= PROGRESS_EVERY_S:
+                said = time.perf_counter()
+                progress(finished, None, f"{self.tokens_decoded / max(said - started, 1e-9):.0f} decode tok/s, "
+                                         f"{self.tokens_decoded:,} tokens decoded")
             for i in range(self.slots):          # continuous batching: fill every free slot
                 while active[i] is None and not exhausted:
                     req = next(pending, None)
@@ -630,8 +638,8 @@ class BatchDecoder:
                     active[i] = None
                     finished += 1
                     if progress:
-                        rate = self.tokens_decoded / max(time.perf_counter() - started, 1e-9)
-                        progress(finished, None, f"{rate:.0f} decode tok/s")
+                        said = time.perf_counter()
+                        progress(finished, None, f"{self.tokens_decoded / max(said - started, 1e-9):.0f} decode tok/s")
                     yield DecodeOutcome(a.request.tag, a.tokens, reason, i, time.perf_counter() - a.started,
                                         a.joules, a.kept, a.tool_tokens)
                     continue
