@@ -263,8 +263,8 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
     loop's critical path; a deposit, which needs the model, back on this thread between steps).
     Returns the model seconds spent (graft, prefill and decode). `progress(done, len(problems),
     "problem-id · N decode tok/s")` follows each problem whose attempts are all finished (or that had
-    nothing to do), with the decoder's last rate, and `progress(done, len(problems), "N decode tok/s…")`
-    each rate the decoder reports in between (`done` unchanged); `clock` collects where the time went.
+    nothing to do), with the decoder's last rate, and, `done` unchanged, each heartbeat of a decoder that
+    has finished nothing for a while ("N decode tok/s, T tokens decoded"); `clock` collects where the time went.
     """
     eng, lib = env.engine(), env.open_library()
     clock = clock or PhaseClock()
@@ -279,7 +279,9 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
 
     def speed(finished: int, total: int | None, said: str) -> None:
         note[0] = said
-        if progress:   # the decoder's rate between finished problems: a long first attempt is not silence
+
+    def beat(said: str) -> None:   # minutes without a finished attempt (a large model's first ones): not silence
+        if progress:
             progress(problems_done[0], len(problems), said)
 
     jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=problem_done)
@@ -287,7 +289,8 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
     finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
     try:
         for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots, schedule=cfg.schedule(),
-                                         meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock):
+                                         meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock,
+                                         heartbeat=beat):
             model_seconds += result.wall_seconds
             ledger.settle(granted=result.budget, used=result.decode_tokens)
             finisher.submit(job, k, result)

@@ -269,7 +269,8 @@ class AttemptJob:
 def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob], *,
                slots: int = DEFAULT_SLOTS, schedule: DecodeSchedule | None = None,
                meter: EnergyMeter | None = None, progress: Progress | None = None,
-               clock: PhaseClock | None = None) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
+               clock: PhaseClock | None = None, heartbeat: Callable[[str], None] | None = None
+               ) -> Iterator[tuple[AttemptJob, int, AttemptResult]]:
     """Attempt every job's attempts on `slots` decode slots; yields (job, attempt index, result) as each ends.
 
     A job is prepared (graft restore) once, when its first attempt takes a slot; its prompt is
@@ -281,6 +282,7 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
     prefilling prompts in the steps (`prefill`), in the rest of the decoder's steps, token picks
     and slot admissions are added to it as the run ends. `schedule` (`DecodeSchedule.of_run`) names
     the tools the jobs may use; without it, none (a job asking for the calculator or grounding is refused).
+    `progress` and `heartbeat` are the decoder's (`BatchDecoder.run`).
     """
     decoder = BatchDecoder(engine, slots, schedule=schedule)
     source: list[str] = []
@@ -311,7 +313,8 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
                                      calculator=job.calculator, grounding=job.grounding)
 
     try:
-        for outcome in decoder.run(requests(), progress=progress, step_meter=metered if meter else None):
+        for outcome in decoder.run(requests(), progress=progress, step_meter=metered if meter else None,
+                                   heartbeat=heartbeat):
             t: _Ticket = outcome.tag
             result = finish_attempt(engine, t.prepared, outcome, budget=t.budget, seed=t.seed,
                                     temperature=t.job.temperature,

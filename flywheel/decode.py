@@ -85,7 +85,7 @@ MAX_REPICKS = 32
 KV_GROW = 256
 #: Default slot count on this 2-core machine: measured in bench/throughput.py (BENCHMARKS.md).
 DEFAULT_SLOTS = 16
-#: Seconds between `Decoder.run`'s rate reports while no request finishes (a first attempt of hundreds
+#: Seconds between `BatchDecoder.run`'s heartbeats while no request finishes (a first attempt of hundreds
 #: of tokens on a large model takes minutes: its caller is told the decoder is working).
 PROGRESS_EVERY_S = 30.0
 
@@ -579,15 +579,16 @@ class BatchDecoder:
         self.steps = 0
 
     def run(self, requests: Iterable[DecodeRequest], *, progress: Progress | None = None,
-            step_meter: StepMeter | None = None) -> Iterator[DecodeOutcome]:
+            step_meter: StepMeter | None = None, heartbeat: Callable[[str], None] | None = None
+            ) -> Iterator[DecodeOutcome]:
         """Decode every request; yields each outcome as soon as its request finishes.
 
         `requests` is read lazily, one request per free slot, so a caller may prepare at admission
         and may react to earlier outcomes (e.g. skip a problem already solved) before the next one.
         A request with a `Prompt` prefills it in the steps first (see `Prompt`).
         `progress(finished, None, "N decode tok/s")` follows each finished request (the total is
-        not known: requests are read lazily), and `progress(finished, None, "N decode tok/s, T tokens
-        decoded")` every `PROGRESS_EVERY_S` seconds in which none finished. Nothing it says changes a bit.
+        not known: requests are read lazily); `heartbeat("N decode tok/s, T tokens decoded")` is
+        called every `PROGRESS_EVERY_S` seconds in which none finished. Neither changes a bit.
         """
         pending = iter(requests)
         exhausted = False
@@ -596,10 +597,10 @@ class BatchDecoder:
         finished = 0
         started = said = time.perf_counter()
         while True:
-            if progress and time.perf_counter() - said >= PROGRESS_EVERY_S:
+            if heartbeat and time.perf_counter() - said >= PROGRESS_EVERY_S:
                 said = time.perf_counter()
-                progress(finished, None, f"{self.tokens_decoded / max(said - started, 1e-9):.0f} decode tok/s, "
-                                         f"{self.tokens_decoded:,} tokens decoded")
+                heartbeat(f"{self.tokens_decoded / max(said - started, 1e-9):.0f} decode tok/s, "
+                          f"{self.tokens_decoded:,} tokens decoded")
             for i in range(self.slots):          # continuous batching: fill every free slot
                 while active[i] is None and not exhausted:
                     req = next(pending, None)
@@ -637,8 +638,8 @@ class BatchDecoder:
                 if reason is not None:
                     active[i] = None
                     finished += 1
+                    said = time.perf_counter()
                     if progress:
-                        said = time.perf_counter()
                         progress(finished, None, f"{self.tokens_decoded / max(said - started, 1e-9):.0f} decode tok/s")
                     yield DecodeOutcome(a.request.tag, a.tokens, reason, i, time.perf_counter() - a.started,
                                         a.joules, a.kept, a.tool_tokens)

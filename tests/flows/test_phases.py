@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from flows import RunConfig
-from flows.run import BudgetLedger, FixedGrants, _Finisher, route_and_grant, run_env
+from flows.run import BudgetLedger, FixedGrants, _Finisher, route_and_grant, run_env, run_pass
 from flows.tasks import open_run
 from flywheel.attempt import PlannedAttempt, run_attempt
 from flywheel.problemsets import Problem, ProblemSet
@@ -75,3 +77,22 @@ def test_the_finisher_verifies_once_deposits_the_first_verified_and_records_all(
                   for a in lib.catalog.attempts_for_run("phases"))
     assert rows == [("nine", 0, "9", True), ("nine", 1, "9", True), ("ten", 0, "9", False), ("ten", 1, "9", False)]
     assert [a.problem_id for a in lib.catalog.list_artifacts()] == ["nine"]   # deposited once
+
+
+def test_a_pass_reports_its_decoder_between_finished_problems_and_counts_each_problem_once(
+        scripted: str, lib_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import flywheel.decode as decode_module
+
+    monkeypatch.setattr(decode_module, "PROGRESS_EVERY_S", 0.0)      # a heartbeat at every decode step
+    cfg = _cfg(scripted, lib_dir, attempts=2, budget=24)
+    env = run_env(cfg)
+    pset = ProblemSet("inline", [NINE, TEN])
+    open_run.fn(env, pset, run_id="beats", flow_run_id=None, budget=24, attempts=2, no_graft=False,
+                run_budget=None, schedule={}, settings=cfg.settings())
+    said: list[tuple[int, int | None, str]] = []
+    run_pass(env, cfg, "beats", "test-run", pset.problems, done=set(), solved=set(),
+             ledger=BudgetLedger(24, None, 0), progress=lambda *a: said.append(a))
+    finished = [(done, note.split(" · ")[0]) for done, _, note in said if not note.endswith("tokens decoded")]
+    assert finished == [(1, "nine"), (2, "ten")]                       # one call per problem, as before
+    beats = [(done, total) for done, total, note in said if note.endswith("tokens decoded")]
+    assert beats and beats[0] == (0, 2) and all(d <= 2 and t == 2 for d, t in beats)   # `done` as it stood
