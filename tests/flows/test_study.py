@@ -241,7 +241,19 @@ def _figures(out: dict[str, object]) -> dict[str, object]:
             "growth": out["library_growth"], "artifacts": len(out["inputs"]["artifacts"])}
 
 
-def test_an_interrupted_study_resumes_to_the_uninterrupted_figures(tiny_gemma: Engine, tmp_path: Path) -> None:
+def _move_by_catalog(src: Path, dst: Path) -> None:
+    """What moving a cut study to a host that kept nothing else takes: a consistent copy of the catalog
+    (SQLite's backup, the write-ahead log included) and the folder's `library.id`."""
+    import shutil
+    import sqlite3
+
+    dst.mkdir()
+    with sqlite3.connect(src / "catalog.db") as a, sqlite3.connect(dst / "catalog.db") as b:
+        a.backup(b)
+    shutil.copy2(src / "library.id", dst / "library.id")
+
+
+def test_an_interrupted_study_resumes_to_the_uninterrupted_figures_here_or_moved_by_its_catalog(tiny_gemma: Engine, tmp_path: Path) -> None:
     train = _write(tmp_path / "train.jsonl", TRAIN)
     runtime.register_engine("by-seed-tiny", _BySeed(tiny_gemma.model, tiny_gemma.tokenizer, tiny_gemma.fingerprint,
                                                     tiny_gemma.settings))
@@ -270,13 +282,19 @@ def test_an_interrupted_study_resumes_to_the_uninterrupted_figures(tiny_gemma: E
         assert lib.catalog.get_run(f"{tag}-train2").status == "finished"
         assert lib.catalog.get_run(f"{tag}-heldout-none-k3").status == "interrupted"
         assert lib.catalog.get_run(f"{tag}-heldout-graft") is None
-        resumed = run_study(cfg("cut"), **args, resume=tag)
+        # Another host: the catalog and the folder's id alone; the artifacts are prefilled again from it.
+        _move_by_catalog(tmp_path / "cut", tmp_path / "moved")
+        assert runtime.library(str(tmp_path / "moved"), config.database_url(tmp_path / "moved")).rebuild(
+            runtime.engine("by-seed-tiny")) == len(lib.catalog.list_artifacts())
+        assert sorted(p.name for p in (tmp_path / "moved" / "artifacts").rglob("*") if p.is_file()) == \
+            sorted(p.name for p in (tmp_path / "cut" / "artifacts").rglob("*") if p.is_file())   # the same bytes' names
+        resumed = run_study(cfg("moved"), **args, resume=tag)
         assert resumed["inputs"]["study"] == tag and resumed["passes"][0]["run_id"] == f"{tag}-train1"
         assert _figures(resumed) == _figures(whole)
         own = {s.deposited_by for a in lib.catalog.list_artifacts()
                if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by != CURATOR}
         assert resumed["passes"][0]["self_deposits"] == 3 and len(own) == 2   # pass 1's, by its two segments
         with pytest.raises(InputError, match="no run of study 'run-x'"):
-            run_study(cfg("cut"), **args, resume="run-x")
+            run_study(cfg("moved"), **args, resume="run-x")
     finally:
         runtime.close_libraries()
