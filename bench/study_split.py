@@ -9,6 +9,9 @@ artifact -> its solution's problem -> that problem's template) — a descriptive
 pre-registered test: the groups are chosen by what the model solved.
 
     .venv/bin/python bench/study_split.py --library /tmp/cold32/lib --study /tmp/cold32/out.json [--json]
+    # a study run with --arms graft only, its `none` arm an anchor from another study's exported attempts:
+    .venv/bin/python bench/study_split.py --library /tmp/cold15-32/lib --study /tmp/cold15-32/out.json \
+        --none-attempts bench/results/issue32-base-qwen2.5-coder-1.5b-attempts.jsonl
 
 Coverage counts the train templates with at least one artifact not deposited by a curator
 (`deposited_by` not starting with `curator`): the model's own verified solutions.
@@ -36,8 +39,23 @@ def template_of(problem_id: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def split(study: dict[str, Any], lib: Any) -> dict[str, Any]:
-    """Coverage and the per-group pass@1 of the study's `none` and `graft` arms (attempt 0 of each problem)."""
+def anchor_outcomes(path: Path) -> dict[str, tuple[bool, int]]:
+    """problem id -> (verified, decode tokens) of attempt 0 of the `-heldout-none` run in an exported attempts file."""
+    rows: dict[str, tuple[bool, int]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        a = json.loads(line) if line.strip() else None
+        if a and a["run_id"].endswith("-heldout-none") and a["attempt"] == 0:
+            rows[a["problem_id"]] = (bool(a["verified"]), int(a["decode_tokens"]))
+    if not rows:
+        raise SystemExit(f"{path}: no attempt 0 of a run ending in '-heldout-none'")
+    return rows
+
+
+def split(study: dict[str, Any], lib: Any, none: dict[str, tuple[bool, int]] | None = None) -> dict[str, Any]:
+    """Coverage and the per-group pass@1 of the study's `none` and `graft` arms (attempt 0 of each problem).
+
+    `none`: the `none` arm's (verified, decode tokens) by problem from elsewhere (`anchor_outcomes`), for a
+    study that ran `graft` alone; its problems must cover the graft arm's."""
     from flywheel.sources.gsm_symbolic import HELDOUT_TEMPLATES, split_of, templates
     from flywheel.stats import mcnemar_exact, wilson
 
@@ -55,18 +73,26 @@ def split(study: dict[str, Any], lib: Any) -> dict[str, Any]:
             own_templates.add(t)
     n_train = len(templates()) - len(HELDOUT_TEMPLATES)
 
-    runs = {arm: study["arms"]["accuracy"][arm]["run_ids"][0] for arm in ("none", "graft")}
+    arms = study["arms"]["accuracy"]
+    if none is None and "none" not in arms:
+        raise SystemExit("the study has no `none` arm: give its anchor's attempts with --none-attempts")
+    runs = {arm: arms[arm]["run_ids"][0] for arm in (("graft",) if none is not None else ("none", "graft"))}
     first = {arm: {a.problem_id: a for a in cat.attempts_for_run(run) if a.attempt_index == 0}
              for arm, run in runs.items()}
+    if none is None:
+        none = {pid: (bool(a.verified), a.decode_tokens) for pid, a in first["none"].items()}
+    missing = sorted(first["graft"].keys() - none.keys())
+    if missing:
+        raise SystemExit(f"the `none` outcomes lack {len(missing)} of the graft arm's problems (e.g. {missing[0]})")
     groups: dict[tuple[str, str], list[tuple[bool, bool, int, int]]] = defaultdict(list)
     for pid, g in first["graft"].items():
-        base = first["none"][pid]
+        base_verified, base_tokens = none[pid]
         own_t = template_of(pid)
         part = "near" if own_t is not None and split_of(own_t) == "train" else "far"
         grafted = artifact_template.get(g.grafted_artifact_sha or "", None) if g.grafted_artifact_sha else None
         group = ("no graft" if not g.grafted_artifact_sha else
                  "sibling" if grafted == own_t else "other template")
-        groups[(part, group)].append((bool(base.verified), bool(g.verified), base.decode_tokens, g.decode_tokens))
+        groups[(part, group)].append((base_verified, bool(g.verified), base_tokens, g.decode_tokens))
     rows = []
     for (part, group), pairs in sorted(groups.items()):
         n = len(pairs)
@@ -89,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--library", required=True, help="the study's library root")
     ap.add_argument("--study", required=True, help="the study's JSON (`flywheel study --json` output)")
+    ap.add_argument("--none-attempts", type=Path,
+                    help="the `none` arm from another study's exported attempts (a study run with --arms graft)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args(argv)
     from flows import runtime
@@ -97,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.library)
     lib = runtime.library(str(root), config.database_url(root, None))
     study = json.loads(Path(args.study).read_text().strip().splitlines()[-1])
-    out = split(study, lib)
+    out = split(study, lib, anchor_outcomes(args.none_attempts) if args.none_attempts else None)
     if args.json:
         print(json.dumps(out, sort_keys=True))
         return 0

@@ -214,6 +214,17 @@ def test_the_study_split_reads_coverage_and_what_each_heldout_problem_was_grafte
     assert sibling["n"] == 1 and sibling["none"]["correct"] == sibling["graft"]["correct"] == 1
     assert all(g != "sibling" for p, g in groups if p == "far")   # no far template has a deposit
     assert bench.template_of("gsm-symbolic-t17-original") == 17 and bench.template_of("gen-nine-0") is None
+    # The same split with the `none` arm given from an exported attempts file (a study run with --arms graft).
+    anchor = tmp_path / "anchor.jsonl"
+    lib = runtime.library(str(lib_dir), config.database_url(lib_dir))
+    anchor.write_text("".join(json.dumps({"run_id": "run-a-heldout-none", "problem_id": a.problem_id, "attempt": 0,
+                                          "verified": bool(a.verified), "decode_tokens": a.decode_tokens}) + "\n"
+                              for a in lib.catalog.attempts_for_run(study["arms"]["accuracy"]["none"]["run_ids"][0])))
+    graft_only = {**study, "arms": {"accuracy": {"graft": study["arms"]["accuracy"]["graft"]}}}
+    given = bench.split(graft_only, lib, bench.anchor_outcomes(anchor))
+    assert given["groups"] == out["groups"] and given["library"] == out["library"]
+    with pytest.raises(SystemExit, match="--none-attempts"):
+        bench.split(graft_only, lib)
 
 
 class _Stop:
