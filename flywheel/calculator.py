@@ -1,4 +1,4 @@
-"""Exact arithmetic inside the decode schedule: when a slot's text ends in `expression =`, compute it.
+r"""Exact arithmetic inside the decode schedule: when a slot's text ends in `expression =`, compute it.
 
 A frozen small model slips on arithmetic; the engine can take it over. When the text a slot has
 produced ends in an arithmetic expression followed by `=` (`42 + 16 =`, or GSM8K's annotation
@@ -17,7 +17,22 @@ errors.
     True
 
 `CALCULATOR` names this arithmetic and its formatting: it is part of a run's decode schedule,
-like the sampler, so a run is never resumed under another.
+like the sampler, so a run is never resumed under another. Two versions are kept, each runnable by
+name (`VERSIONS`), so a recorded run replays under its own:
+
+- `calc-v1` reads plain arithmetic only;
+- `calc-v2` (the current one) also reads the LaTeX the chat models write their work in
+  (`\[ 17 \times 60 =`, `\frac{1}{5} \times 325 =`, `\left( ... \right)`, `\$`, and unit text
+  such as `\text{ eggs/day}` in a product or quotient, never in a sum), and refuses an expression
+  that starts in the middle of a larger one (`x \times 2 + 3 =`, where v1 computed `2 + 3`).
+
+    >>> complete("\\[ 17 \\times 60 =", "calc-v2")
+    ' 1020'
+    >>> complete("\\[ 17 \\times 60 =", "calc-v1") is None
+    True
+
+`false_steps` keeps v1's reading whatever the decode version: it decides which of the model's own
+solutions deposit, so a cold library re-run under newer code deposits the same artifacts.
 """
 
 from __future__ import annotations
@@ -25,8 +40,10 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-#: Names the tool's parsing, arithmetic and formatting; bump it when a result's text could change.
-CALCULATOR = "calc-v1"
+#: Names the decode-time tool's reading, arithmetic and formatting; bump it when a result's text could change.
+CALCULATOR = "calc-v2"
+#: Every version `complete` runs, oldest first (a run records the one it used).
+VERSIONS = ("calc-v1", "calc-v2")
 #: Longest expression read (characters before the `=`).
 MAX_EXPRESSION = 80
 #: Most digits of any number read or any result written.
@@ -43,18 +60,68 @@ _MUL = {"*", "×", "·"}
 _DIV = {"/", "÷"}
 
 
+# calc-v2's LaTeX: the longest run before a trailing `=` of plain arithmetic characters, braces, `$`, the
+# commands below and unit text without digits; `_plain_tail` rewrites it as plain arithmetic.
+#: Characters of a text's end that calc-v2 looks at (LaTeX spends several per operator).
+MAX_LATEX_TEXT = 400
+_LATEX_TAIL = re.compile(
+    r"((?:\\(?:times|cdot|div|frac|dfrac|tfrac|left|right)(?![A-Za-z])|\\text\{[^{}\\\d=]*\}|\\[,;! $()\[\]]"
+    r"|[0-9.,+\-*/×÷·()\s{}$])+)=([ \t]*)\Z")
+_UNIT_TEXT = re.compile(r"\\text\{[^{}\\\d=]*\}")
+_LATEX_FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}")
+_LATEX_SPELLED = [(re.compile(p), r) for p, r in (
+    (r"\{,\}", ","),                                     # 970{,}000
+    (r"\\(?:times|cdot)(?![A-Za-z])", " × "), (r"\\div(?![A-Za-z])", " ÷ "),
+    (r"\\left\(", "("), (r"\\right\)", ")"),
+    (r"\\[,;! $()\[\]]|\$", " "),                          # spacing, dollars, math delimiters
+)]
+#: What may not end the text before a calc-v2 expression: an operator, a closing bracket, a digit,
+#: `^`, `_` or a command (the expression would be the tail of a larger one).
+_INSIDE_LARGER = re.compile(r"[0-9+\-*/×÷·)}\]^_\\][ \t]*\Z")
+#: calc-v2 reads a text that ends in `=` and spaces only (v1's `$` also let `=` and a newline through).
+_ENDS_IN_EQUALS = re.compile(r"=[ \t]*\Z")
+
+
+def _plain_tail(text: str) -> str | None:
+    """`text` with its LaTeX arithmetic tail rewritten as plain arithmetic (calc-v2); None when the tail
+    has unit text in a sum or difference (`1 \\text{ hour} + 30 \\text{ minutes}`: not 31)."""
+    m = _LATEX_TAIL.search(text)
+    if m is None:
+        return text
+    tail = m.group(1)
+    units = _UNIT_TEXT.search(tail) is not None
+    tail = _UNIT_TEXT.sub(" ", tail)
+    for pattern, plain in _LATEX_SPELLED:
+        tail = pattern.sub(plain, tail)
+    for _ in range(MAX_DEPTH):
+        tail, n = _LATEX_FRAC.subn(r"((\1)/(\2))", tail)
+        if not n:
+            break
+    if units and re.search(r"[+\-]", tail):
+        return None
+    return text[:m.start(1)] + tail + "=" + m.group(2)
+
+
 class _Unreadable(Exception):
     """The tail is not an expression this calculator computes (an outcome, not an error)."""
 
 
-def complete(text: str) -> str | None:
+def complete(text: str, version: str = CALCULATOR) -> str | None:
     """The text to force after `text` when it ends in `expression =`; None when it does not.
 
     The result keeps the model's spacing: after `=` it starts with a space, after `= ` it does not.
     An expression needs at least one operator and two numbers (`x = 5` and `= 12 =` are left alone).
+    `version` is one of `VERSIONS` (a run's recorded one); another is a ValueError.
     """
+    if version not in VERSIONS:
+        raise ValueError(f"unknown calculator {version!r}; this version runs {', '.join(VERSIONS)}")
+    if version != "calc-v1":
+        plain = _plain_tail(text[-MAX_LATEX_TEXT:]) if _ENDS_IN_EQUALS.search(text) else None
+        if plain is None:
+            return None
+        text = plain
     read = _read_tail(text)
-    if read is None:
+    if read is None or (version != "calc-v1" and _INSIDE_LARGER.search(text[:read[0]])):
         return None
     _, value, space = read
     out = format_result(value) if value is not None else None

@@ -93,6 +93,7 @@ StopReason = Literal["stop", "eos", "budget"]
 
 
 _CALCULATOR, _GROUNDING = calculator.CALCULATOR, grounding.GROUNDING   # the schedule's names for both tools
+_CALCULATOR_VERSIONS = calculator.VERSIONS   # (`of_run`'s argument shadows the module)
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,15 @@ class DecodeSchedule:
     RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler", "calculator", "grounding")
 
     @classmethod
-    def of_run(cls, slots: int, dtype: str, *, calculator: bool, grounding: bool) -> DecodeSchedule:
+    def of_run(cls, slots: int, dtype: str, *, calculator: bool | str, grounding: bool) -> DecodeSchedule:
         """The one place a schedule is built: what a pass records, `verify-graft --slots` reports,
-        and replay and resume compare (`RESULT_KEYS`). The decoder refuses requests outside it."""
-        return cls(slots, KERNEL_PATH, dtype, SAMPLER, _CALCULATOR if calculator else None,
-                   _GROUNDING if grounding else None)
+        and replay and resume compare (`RESULT_KEYS`). The decoder refuses requests outside it.
+        `calculator`: True for this version's (`flywheel.calculator.CALCULATOR`), or a recorded run's
+        version by name (one of `flywheel.calculator.VERSIONS`, as replay passes it)."""
+        if isinstance(calculator, str) and calculator not in _CALCULATOR_VERSIONS:
+            raise ValueError(f"unknown calculator {calculator!r}; this version runs {', '.join(_CALCULATOR_VERSIONS)}")
+        tool = calculator if isinstance(calculator, str) else (_CALCULATOR if calculator else None)
+        return cls(slots, KERNEL_PATH, dtype, SAMPLER, tool, _GROUNDING if grounding else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype, "sampler": self.sampler,
@@ -788,7 +793,8 @@ class BatchDecoder:
             self._has_equals[token] = "=" in self.engine.decode_text([token])
         if not self._has_equals[token]:
             return
-        result = calculator.complete(self.engine.decode_text(a.tokens[-CALCULATOR_TAIL:]))
+        assert self.schedule.calculator is not None   # `_check_in_schedule` refuses a calculator request otherwise
+        result = calculator.complete(self.engine.decode_text(a.tokens[-CALCULATOR_TAIL:]), self.schedule.calculator)
         if result is not None:
             a.queued = self.engine.encode(result, bos=False)[:max(0, a.request.budget - len(a.tokens))]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, PlannedAttempt, solve_many
-from flywheel.calculator import CALCULATOR
+from flywheel.calculator import VERSIONS
 from flywheel.catalog.records import bounded_text
 from flywheel.decode import KERNEL_PATH, DecodeSchedule
 from flywheel.errors import FlywheelError, InputError, LibraryError
@@ -111,8 +111,9 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
     verifier = _verifier(run)
     schedule = run.recorded("decode_schedule") or {}
     tool = schedule.get("calculator")
-    if tool not in (None, CALCULATOR):
-        raise InputError(f"run {run_id} handed arithmetic to calculator {tool!r}; this version has {CALCULATOR!r}",
+    if tool is not None and tool not in VERSIONS:
+        raise InputError(f"run {run_id} handed arithmetic to calculator {tool!r}; this version runs "
+                         f"{', '.join(VERSIONS)}",
                          hint="replay it with the version of kv-flywheel that ran it")
     rules = schedule.get("grounding")
     if rules not in (None, GROUNDING):
@@ -140,7 +141,7 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
                          [PlannedAttempt(row.attempt_index, row.budget, row.seed)], temperature,
                          calculator=tool is not None, grounding=rules is not None)
         _, _, result = next(solve_many(engine, library, [job], slots=1, schedule=DecodeSchedule.of_run(
-            1, engine.settings.dtype, calculator=tool is not None, grounding=rules is not None)))
+            1, engine.settings.dtype, calculator=tool or False, grounding=rules is not None)))
         answered = problem.check_output(result.text, result.mode, config=verifier, markers=result.markers)
         verdict = answered.verdict
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,

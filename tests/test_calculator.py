@@ -37,8 +37,74 @@ def _decoder(eng: Engine, slots: int) -> BatchDecoder:
 ])
 
 
-def test_the_result_of_a_trailing_expression_is_exact(text: str, forced: str) -> None:
-    assert calculator.complete(text) == forced
+@pytest.mark.parametrize("version", calculator.VERSIONS)
+def test_the_result_of_a_trailing_expression_is_exact(text: str, forced: str, version: str) -> None:
+    assert calculator.complete(text, version) == forced
+
+
+# What the Qwen2.5-Coder models write (read from the 1.5B cold run's attempts: 64% of their arithmetic
+# before `=` is LaTeX, which calc-v1 left to the model).
+@pytest.mark.parametrize(("text", "forced"), [
+    (r"\[ 17 \times 60 =", " 1020"),
+    (r"is \(120 \times 0.5 =", " 60"),
+    (r"\frac{1}{5} \times 325 =", " 65"),
+    (r"\[ \left( \frac{6}{30} \right) \times 100 =", " 20"),
+    (r"\frac{\frac{1}{2}}{4} =", " 0.125"),                       # nested
+    (r"99 \div 33 \times 70 =", " 210"),                          # left to right, as plain
+    (r"2 \cdot 3 + 1 = ", "7"),
+    (r"0.03 \times 970,000 =", " 29100"),
+    (r"970{,}000 \div 10 =", " 97000"),
+    (r"\$4 \times 5 - \$4 \times (5/16) =", " 18.75"),
+    (r"5 \text{ eggs/day} \times 88 \text{ days} =", " 440"),     # units in a product
+    (r"\text{Money left} = 9 \times 10 - 87 =", " 3"),
+    (r"P = 2 \times (6 + 102) =", " 216"),                         # v1 read only `(6 + 102)`
+])
+def test_calc_v2_reads_the_latex_the_chat_models_write(text: str, forced: str) -> None:
+    assert calculator.complete(text, "calc-v2") == forced
+    assert calculator.complete(text, "calc-v1") != forced   # what v1 left to the model, or read wrong
+
+
+@pytest.mark.parametrize("text", [
+    r"1 \text{ hour} + 30 \text{ minutes} =",    # units in a sum: not 31
+    r"x \times 2 + 3 =",                          # the tail of a larger expression: not 5
+    "x * 2 + 3 =",
+    "3 4 + 5 =",
+    r"\sqrt{16} \times 2 =",                     # a command it does not compute
+    r"2^{3} + 1 =",
+    r"20\% \times 50 =",
+    "3 + 4 =\n",                                  # the line is over
+    r"\frac{1}{0} + 1 =",
+])
+def test_calc_v2_leaves_what_it_cannot_read_to_the_model(text: str) -> None:
+    assert calculator.complete(text, "calc-v2") is None
+
+
+def test_a_calculator_version_is_named_or_refused(tiny_gemma: Engine) -> None:
+    assert calculator.CALCULATOR == calculator.VERSIONS[-1] == "calc-v2"
+    with pytest.raises(ValueError, match="calc-v9"):
+        calculator.complete("1 + 1 =", "calc-v9")
+    with pytest.raises(ValueError, match="calc-v9"):
+        DecodeSchedule.of_run(1, tiny_gemma.settings.dtype, calculator="calc-v9", grounding=False)
+    old = DecodeSchedule.of_run(1, tiny_gemma.settings.dtype, calculator="calc-v1", grounding=False)
+    assert old.calculator == "calc-v1"
+    assert DecodeSchedule.of_run(1, tiny_gemma.settings.dtype, calculator=True, grounding=False).calculator == "calc-v2"
+
+
+def test_the_decoder_runs_the_schedules_version(tiny_gemma: Engine) -> None:
+    eng = _scripted(tiny_gemma, r"\[ 12 \times 3 = 38 \]")   # the "model" slips: 38
+    outs = {}
+    for version in calculator.VERSIONS:
+        dec = BatchDecoder(eng, 1, schedule=DecodeSchedule.of_run(1, eng.settings.dtype, calculator=version,
+                                                                grounding=False))
+        outs[version] = next(iter(dec.run([_request(eng, "me", calc=True)])))
+    assert eng.decode_text(outs["calc-v1"].tokens) == r"\[ 12 \times 3 = 38 \]" and outs["calc-v1"].tool_tokens == 0
+    assert eng.decode_text(outs["calc-v2"].tokens) == r"\[ 12 \times 3 = 36 \]"
+
+
+def test_false_steps_keep_v1s_reading() -> None:
+    """It decides which of the model's own solutions deposit: a newer decode-time reader must not change it
+    (a cold library re-run would deposit other artifacts)."""
+    assert calculator.false_steps(r"\[ 17 \times 60 = 1000 \]. Then 2 + 2 = 5") == ["2 + 2 = 5"]
 
 
 @pytest.mark.parametrize("text", [

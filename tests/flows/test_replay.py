@@ -115,3 +115,24 @@ def test_a_tampered_budget_is_refused_before_anything_is_decoded(where: str, run
     assert solved == []   # refused before the first attempt ran
     out = CliRunner().invoke(main, ["--library", str(lib_dir), "report", "--run", runs["sampled"], "--recheck", "4"])
     assert out.exit_code != 0 and "Traceback" not in out.output and "decode budget of 1,000,000,000" in out.output
+
+
+def test_a_calculator_run_replays_under_its_recorded_version_and_an_unknown_one_is_refused(
+        tiny_dirs: dict[str, Path], tiny_gemma: Engine, lib_dir: Path, tmp_path: Path) -> None:
+    model = str(tiny_dirs["gemma3"])
+    runtime.register_engine(model, tiny_gemma)
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
+    run_id = flywheel_run(RunConfig(problems=str(path), model=model, library=str(lib_dir), budget=8, slots=2,
+                                    deposit=False, calculator=True))["run_id"]
+    lib = _lib(lib_dir)
+    run = lib.catalog.get_run(run_id)
+    assert run is not None and run.decode_schedule is not None
+    assert json.loads(run.decode_schedule)["calculator"] == "calc-v2"
+    checks = recheck(lib, tiny_gemma, run_id, 2)
+    assert len(checks) == 2 and all(c.ok for c in checks), [c.differences for c in checks]
+    with lib.catalog.db.begin() as conn:
+        conn.execute(text("UPDATE runs SET decode_schedule = :s WHERE id = :id"),
+                     {"s": json.dumps({**json.loads(run.decode_schedule), "calculator": "calc-v9"}), "id": run_id})
+    with pytest.raises(InputError, match="calculator 'calc-v9'; this version runs calc-v1, calc-v2"):
+        recheck(lib, tiny_gemma, run_id, 2)
