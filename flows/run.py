@@ -480,7 +480,9 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     summary = summarize(lib, run_id, flow_run_id, pset.spec, pset.hash, order=[p.id for p in pset.problems])
     summary["skipped_rows"] = pset.skipped
     summary["starter"] = {"deposited": starter, "deposited_by": STARTER}
-    summary["timing"] = {"wall_seconds": time.perf_counter() - started, "model_seconds": model_seconds,
+    # `wall_seconds` is this call's: attempts recorded before it (a resumed run) were read back, not decoded.
+    summary["timing"] = {"wall_seconds": time.perf_counter() - started, "resumed_attempts": len(prior),
+                         "model_seconds": model_seconds,
                          "task_runner": cfg.task_runner, "workers": workers,
                          "schedule": schedule.to_dict(), "breakdown": clock.snapshot()}
     summary["savings"] = publish_run.savings_of(lib, run_id)   # the report's named figures for this run

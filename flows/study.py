@@ -322,7 +322,8 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         pass_rows.append({"pass": i, "run_id": summary["run_id"], "problems": t["problems"],
                           "verified": t["verified"], "self_deposits": own, "decode_tokens": t["decode_tokens"],
                           "verified_per_1k_decode_tokens": 1000 * t["verified"] / max(1, t["decode_tokens"]),
-                          "wall_seconds": summary["timing"]["wall_seconds"]})
+                          "wall_seconds": summary["timing"]["wall_seconds"],   # this call's (see resumed_attempts)
+                          "resumed_attempts": summary["timing"]["resumed_attempts"]})
         say(f"train pass {i}: {t['verified']}/{t['problems']} verified, {own} self-deposits, "
             f"{t['decode_tokens']:,} decode tokens")
         if not own and i < passes:   # the library is as it was: another pass (same seeds) would repeat this one

@@ -302,6 +302,9 @@ def test_an_interrupted_study_resumes_to_the_uninterrupted_figures_here_or_moved
         resumed = run_study(cfg("moved"), **args, resume=tag)
         assert resumed["inputs"]["study"] == tag and resumed["passes"][0]["run_id"] == f"{tag}-train1"
         assert _figures(resumed) == _figures(whole)
+        # A resumed pass says its attempts were read back (its wall_seconds is the read-back's), a whole one not.
+        assert [p["resumed_attempts"] for p in whole["passes"]] == [0, 0]
+        assert all(p["resumed_attempts"] > 0 for p in resumed["passes"])
         own = {s.deposited_by for a in lib.catalog.list_artifacts()
                if (s := lib.catalog.get_solution(a.solution_id)) is not None and s.deposited_by != CURATOR}
         assert resumed["passes"][0]["self_deposits"] == 3 and len(own) == 2   # pass 1's, by its two segments
