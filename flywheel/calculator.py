@@ -102,6 +102,13 @@ def _plain_tail(text: str) -> str | None:
     return text[:m.start(1)] + tail + "=" + m.group(2)
 
 
+def checked(version: str) -> str:
+    """`version` when this code runs it (one of `VERSIONS`); a ValueError naming the ones it runs otherwise."""
+    if version not in VERSIONS:
+        raise ValueError(f"unknown calculator {version!r}; this version runs {', '.join(VERSIONS)}")
+    return version
+
+
 class _Unreadable(Exception):
     """The tail is not an expression this calculator computes (an outcome, not an error)."""
 
@@ -113,9 +120,7 @@ def complete(text: str, version: str = CALCULATOR) -> str | None:
     An expression needs at least one operator and two numbers (`x = 5` and `= 12 =` are left alone).
     `version` is one of `VERSIONS` (a run's recorded one); another is a ValueError.
     """
-    if version not in VERSIONS:
-        raise ValueError(f"unknown calculator {version!r}; this version runs {', '.join(VERSIONS)}")
-    if version != "calc-v1":
+    if checked(version) != "calc-v1":
         plain = _plain_tail(text[-MAX_LATEX_TEXT:]) if _ENDS_IN_EQUALS.search(text) else None
         if plain is None:
             return None

@@ -93,7 +93,7 @@ StopReason = Literal["stop", "eos", "budget"]
 
 
 _CALCULATOR, _GROUNDING = calculator.CALCULATOR, grounding.GROUNDING   # the schedule's names for both tools
-_CALCULATOR_VERSIONS = calculator.VERSIONS   # (`of_run`'s argument shadows the module)
+_checked_calculator = calculator.checked   # (`of_run`'s argument shadows the module)
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,7 @@ class DecodeSchedule:
         and replay and resume compare (`RESULT_KEYS`). The decoder refuses requests outside it.
         `calculator`: True for this version's (`flywheel.calculator.CALCULATOR`), or a recorded run's
         version by name (one of `flywheel.calculator.VERSIONS`, as replay passes it)."""
-        if isinstance(calculator, str) and calculator not in _CALCULATOR_VERSIONS:
-            raise ValueError(f"unknown calculator {calculator!r}; this version runs {', '.join(_CALCULATOR_VERSIONS)}")
-        tool = calculator if isinstance(calculator, str) else (_CALCULATOR if calculator else None)
+        tool = _checked_calculator(calculator) if isinstance(calculator, str) else (_CALCULATOR if calculator else None)
         return cls(slots, KERNEL_PATH, dtype, SAMPLER, tool, _GROUNDING if grounding else None)
 
     def to_dict(self) -> dict[str, Any]:
