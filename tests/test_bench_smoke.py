@@ -273,3 +273,32 @@ def test_paired_runs_scores_sampled_arms_as_the_study_does(tmp_path: Path) -> No
                            "--b", str(b), "--b-arm", "none", "--measure", "maj@4"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "not 0..3" in proc.stderr and "--resume" in proc.stderr
+
+
+def test_same_attempts_says_whether_a_rerun_reproduced_attempt_by_attempt(tmp_path: Path) -> None:
+    def attempts(path: Path, tag: str, rows: list[tuple[str, str, int, str, bool]]) -> Path:
+        path.write_text("".join(json.dumps({"run_id": f"run-{tag}-{kind}", "problem_id": pid, "attempt": i,
+                                            "text_sha256": text, "verified": ok, "answer": "1",
+                                            "decode_tokens": 10}) + "\n" for kind, pid, i, text, ok in rows))
+        return path
+
+    recorded = [("train1", "p0", 0, "aa", True), ("train1", "p0", 1, "bb", False), ("heldout-none", "p1", 0, "cc", False)]
+    a = attempts(tmp_path / "a.jsonl", "20261205T183807Z-8dd1f0", recorded)
+    same = attempts(tmp_path / "same.jsonl", "20261206T142118Z-6e951e", recorded)      # another tag, same attempts
+    ok = run_bench("same_attempts.py", "--a", str(a), "--b", str(same), tmp_path=tmp_path)
+    assert ok["reproduced"] is True
+    assert [(r["kind"], r["attempts"], r["identical"], r["verified"]) for r in ok["kinds"]] == [
+        ("heldout-none", 1, 1, 0), ("train1", 2, 2, 1)]
+
+    changed = attempts(tmp_path / "changed.jsonl", "20261206T142118Z-6e951e",
+                       [("train1", "p0", 0, "aa", True), ("train1", "p0", 1, "bX", False),   # another text
+                        ("train1", "p9", 0, "dd", False)])                                  # not recorded at all
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "same_attempts.py"), "--a", str(a), "--b",
+                           str(changed), "--json"], capture_output=True, text=True, timeout=120)
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1 and out["reproduced"] is False
+    assert out["kinds"] == [{"kind": "train1", "attempts": 3, "in_a": 2, "identical": 1, "verified": 1,
+                             "differ": ["p0#1"]}]
+    only = subprocess.run([sys.executable, str(ROOT / "bench" / "same_attempts.py"), "--a", str(a), "--b", str(same),
+                           "--kind", "heldout-graft"], capture_output=True, text=True, timeout=120)
+    assert only.returncode != 0 and "no run of kind 'heldout-graft'" in only.stderr
