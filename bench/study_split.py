@@ -12,6 +12,9 @@ pre-registered test: the groups are chosen by what the model solved.
     # a study run with --arms graft only, its `none` arm an anchor from another study's exported attempts:
     .venv/bin/python bench/study_split.py --library /tmp/cold15-32/lib --study /tmp/cold15-32/out.json \
         --none-attempts bench/results/issue32-base-qwen2.5-coder-1.5b-attempts.jsonl
+    # two other arms of one study (the columns keep the names `none` and `graft`):
+    .venv/bin/python bench/study_split.py --library /tmp/calc32/lib --study /tmp/calc32/out.json \
+        --arms none+calc,graft+calc
 
 Coverage counts the train templates with at least one artifact not deposited by a curator
 (`deposited_by` not starting with `curator`): the model's own verified solutions.
@@ -51,11 +54,13 @@ def anchor_outcomes(path: Path) -> dict[str, tuple[bool, int]]:
     return rows
 
 
-def split(study: dict[str, Any], lib: Any, none: dict[str, tuple[bool, int]] | None = None) -> dict[str, Any]:
+def split(study: dict[str, Any], lib: Any, none: dict[str, tuple[bool, int]] | None = None,
+          arms: tuple[str, str] = ("none", "graft")) -> dict[str, Any]:
     """Coverage and the per-group pass@1 of the study's `none` and `graft` arms (attempt 0 of each problem).
 
     `none`: the `none` arm's (verified, decode tokens) by problem from elsewhere (`anchor_outcomes`), for a
-    study that ran `graft` alone; its problems must cover the graft arm's."""
+    study that ran `graft` alone; its problems must cover the graft arm's. `arms`: the study's arms that play
+    `none` and `graft` (e.g. `none+calc`, `graft+calc`)."""
     from flywheel.sources.gsm_symbolic import HELDOUT_TEMPLATES, split_of, templates
     from flywheel.stats import mcnemar_exact, wilson
 
@@ -73,10 +78,14 @@ def split(study: dict[str, Any], lib: Any, none: dict[str, tuple[bool, int]] | N
             own_templates.add(t)
     n_train = len(templates()) - len(HELDOUT_TEMPLATES)
 
-    arms = study["arms"]["accuracy"]
-    if none is None and "none" not in arms:
-        raise SystemExit("the study has no `none` arm: give its anchor's attempts with --none-attempts")
-    runs = {arm: arms[arm]["run_ids"][0] for arm in (("graft",) if none is not None else ("none", "graft"))}
+    accuracy = study["arms"]["accuracy"]
+    base, grafted_arm = arms
+    if none is None and base not in accuracy:
+        raise SystemExit(f"the study has no `{base}` arm: give its anchor's attempts with --none-attempts")
+    if grafted_arm not in accuracy:
+        raise SystemExit(f"the study has no `{grafted_arm}` arm; it has {', '.join(sorted(accuracy))}")
+    runs = {role: accuracy[arm]["run_ids"][0] for role, arm in (("none", base), ("graft", grafted_arm))
+            if role == "graft" or none is None}
     first = {arm: {a.problem_id: a for a in cat.attempts_for_run(run) if a.attempt_index == 0}
              for arm, run in runs.items()}
     if none is None:
@@ -108,7 +117,7 @@ def split(study: dict[str, Any], lib: Any, none: dict[str, tuple[bool, int]] | N
                         "coverage": {"covered": len(own_templates), "of": n_train,
                                      "share": len(own_templates) / n_train,
                                      "ci95": wilson(len(own_templates), n_train)}},
-            "runs": runs, "groups": rows}
+            "arms": {"none": base, "graft": grafted_arm}, "runs": runs, "groups": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,15 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--study", required=True, help="the study's JSON (`flywheel study --json` output)")
     ap.add_argument("--none-attempts", type=Path,
                     help="the `none` arm from another study's exported attempts (a study run with --arms graft)")
+    ap.add_argument("--arms", default="none,graft", metavar="NONE,GRAFT",
+                    help="the study's two arms to compare, without and with a graft (default: none,graft)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args(argv)
+    arms = tuple(a.strip() for a in args.arms.split(","))
+    if len(arms) != 2 or not all(arms):
+        ap.error(f"--arms {args.arms!r}: give two arm names, e.g. none+calc,graft+calc")
     from flows import runtime
     from flywheel import config
 
     root = Path(args.library)
     lib = runtime.library(str(root), config.database_url(root, None))
     study = json.loads(Path(args.study).read_text().strip().splitlines()[-1])
-    out = split(study, lib, anchor_outcomes(args.none_attempts) if args.none_attempts else None)
+    out = split(study, lib, anchor_outcomes(args.none_attempts) if args.none_attempts else None, (arms[0], arms[1]))
     if args.json:
         print(json.dumps(out, sort_keys=True))
         return 0

@@ -225,6 +225,13 @@ def test_the_study_split_reads_coverage_and_what_each_heldout_problem_was_grafte
     assert given["groups"] == out["groups"] and given["library"] == out["library"]
     with pytest.raises(SystemExit, match="--none-attempts"):
         bench.split(graft_only, lib)
+    # Other arms of one study play `none` and `graft` by name (a study run with --arms none+calc,graft+calc).
+    acc = study["arms"]["accuracy"]
+    renamed = {**study, "arms": {"accuracy": {"none+calc": acc["none"], "graft+calc": acc["graft"]}}}
+    named = bench.split(renamed, lib, arms=("none+calc", "graft+calc"))
+    assert named["groups"] == out["groups"] and named["arms"] == {"none": "none+calc", "graft": "graft+calc"}
+    with pytest.raises(SystemExit, match="no `graft` arm; it has graft[+]calc, none[+]calc"):
+        bench.split(renamed, lib, arms=("none+calc", "graft"))
 
 
 class _Stop:
