@@ -368,6 +368,10 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
                    "seed": cfg.seed, "slots": cfg.slots, "near_members": cfg.near_members, "curated": seeded,
                    "arms": list(results), "samples": samples,
                    "sampled_arms": [a for a in results if a in sampled] if samples > 1 else [],
+                   # what each held-out run decoded under (calculator version, grounding, kernel, sampler, ...),
+                   # as its catalog row records it: a reader of this JSON need not open the catalog
+                   "heldout_schedules": {s["run_id"]: s["timing"]["schedule"]
+                                         for res in results.values() for s in res["summaries"]},
                    "artifacts": artifacts},
     }
 

@@ -114,6 +114,10 @@ def test_study_arms_report_pass_at_1_majority_and_pass_at_k_paired(tiny_gemma: E
 
     assert all(all(levers(rid)) for rid in acc["graft+calc+ground"]["run_ids"])   # the arm's schedule says so
     assert not any(any(levers(rid)) for rid in acc["graft"]["run_ids"] + acc["none"]["run_ids"])
+    schedules = out["inputs"]["heldout_schedules"]                     # the JSON names each run's schedule too
+    assert set(schedules) == runs and all(
+        json.loads(lib.catalog.get_run(rid).decode_schedule) == schedules[rid] for rid in runs)
+    assert schedules[acc["graft+calc+ground"]["run_ids"][0]]["calculator"] == "calc-v2"
     comparisons = {(c["arm"], c["against"], c["measure"]) for c in out["arms"]["comparisons"]}
     assert ("graft", "none", "pass@3") in comparisons and ("graft+calc+ground", "graft", "maj@3") in comparisons
     assert ("none", "graft", "pass@1") not in comparisons              # the baseline pair is compared once
