@@ -84,8 +84,9 @@ def split(study: dict[str, Any], lib: Any, none: dict[str, tuple[bool, int]] | N
         raise SystemExit(f"the study has no `{base}` arm: give its anchor's attempts with --none-attempts")
     if grafted_arm not in accuracy:
         raise SystemExit(f"the study has no `{grafted_arm}` arm; it has {', '.join(sorted(accuracy))}")
-    runs = {role: accuracy[arm]["run_ids"][0] for role, arm in (("none", base), ("graft", grafted_arm))
-            if role == "graft" or none is None}
+    runs = {"graft": accuracy[grafted_arm]["run_ids"][0]}
+    if none is None:                                   # the study's own base arm, not an anchor from elsewhere
+        runs["none"] = accuracy[base]["run_ids"][0]
     first = {arm: {a.problem_id: a for a in cat.attempts_for_run(run) if a.attempt_index == 0}
              for arm, run in runs.items()}
     if none is None:
