@@ -29,7 +29,8 @@ Reported: per pass the verified count, self-deposits, decode tokens and verified
 1,000 decode tokens; held-out accuracy per arm and measure with Wilson 95% intervals; the exact
 McNemar test on the paired outcomes and its power (to see a 3:1 discordant split), of every arm
 against `none` and against `graft`, pooled and per family (`heldout` and `families` keep the
-`none` vs `graft` pass@1 pair);
+`none` vs `graft` pass@1 pair; `heldout.paired` is false in a study of one arm, whose "pair" is that arm
+against itself);
 the inputs' hashes (problem sets, model fingerprint, every artifact SHA-256) so a third party
 can re-score. Whatever the model achieves is the result.
 """
@@ -348,6 +349,7 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
         t = results[arm]["summaries"][0]["totals"]
         held[key].update(arm=arm, decode_tokens=t["decode_tokens"], run_id=results[arm]["summaries"][0]["run_id"],
                          decode_tokens_per_solved=t["decode_tokens"] / t["verified"] if t["verified"] else None)
+    held["paired"] = base_arm != graft_arm   # False: one arm only (an arm split into its own study), nothing paired
     graft_runs = results[graft_arm]["summaries"][0]
     held["routes"] = {k: sum(r["route"] == k for r in graft_runs["results"]) for k in ROUTE_KINDS}
     eng = run_env(cfg).engine()
@@ -376,6 +378,44 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
     }
 
 
+def report_lines(study: dict[str, Any]) -> list[str]:
+    """What `flywheel study` prints after its stage lines: held-out accuracy of the headline pair (named by its
+    arms) with the paired test and per family, near/far transfer, every arm's measures and comparisons.
+
+    A study of one arm (an arm run as its own study, to be paired with another's by `bench/paired_runs.py`)
+    prints that arm once and says nothing was paired: its headline "pair" is the arm against itself.
+    """
+    h = study["heldout"]
+    paired = h.get("paired", True)   # JSON written before the key existed always had both arms
+
+    def acc(key: str) -> str:
+        a = h[key]
+        return (f"{a['correct']}/{h['n']} = {a['accuracy']:.1%} (95% CI {a['ci95'][0]:.1%}-{a['ci95'][1]:.1%})")
+
+    if paired:
+        lines = [f"held-out {key.replace('_', ' ')} (arm {h[key]['arm']}): {acc(key)}"
+                 for key in ("without_graft", "with_graft")]
+        lines.append(f"paired: only with graft {h['only_with']}, only without {h['only_without']}; exact McNemar "
+                     f"p = {h['mcnemar_p']:.3g} (power to see a 3:1 split: {h['power_3to1']:.0%})")
+        lines += [f"  {fam:>10}: {f['without_graft']['correct']}/{f['n']} -> {f['with_graft']['correct']}/{f['n']}"
+                  f" (p = {f['mcnemar_p']:.3g})" for fam, f in study["families"].items()]
+    else:
+        lines = [f"held-out, arm {h['with_graft']['arm']} (one arm: nothing paired; pair two studies' exported "
+                 f"attempts with bench/paired_runs.py): {acc('with_graft')}"]
+    for kind, part in study["transfer"].items():   # GSM-Symbolic: instances of train (near) / held-out (far) templates
+        for arm, a_acc in part["accuracy"].items():
+            a = a_acc["pass@1"]
+            lines.append(f"{kind} transfer, arm {arm}: pass@1 {a['correct']}/{a['n']} ({a['ci95'][0]:.0%}-"
+                         f"{a['ci95'][1]:.0%}), {a_acc['decode_tokens']:,} decode tokens")
+    for arm, a_acc in study["arms"]["accuracy"].items():
+        measures = ", ".join(f"{m} {a['correct']}/{a['n']} ({a['ci95'][0]:.0%}-{a['ci95'][1]:.0%})"
+                             for m, a in a_acc.items() if isinstance(a, dict))
+        lines.append(f"arm {arm}: {measures}")
+    lines += [f"  {c['arm']} vs {c['against']} ({c['measure']}): +{c['only_with']} -{c['only_without']}, "
+              f"p = {c['mcnemar_p']:.3g}" for c in study["arms"]["comparisons"]]
+    return lines
+
+
 def plot(study: dict[str, Any], path: Path) -> Path:
     """Accuracy per train pass (verified share), then held-out accuracy with and without grafts, with intervals."""
     import matplotlib
@@ -392,15 +432,20 @@ def plot(study: dict[str, Any], path: Path) -> Path:
         ax.annotate(f"{p['verified']}/{p['problems']}", (p["pass"], acc), textcoords="offset points", xytext=(6, 4))
     h = study["heldout"]
     x_held = (max(xs) if xs else 0) + 1
-    for dx, arm, colour in ((-0.12, "without_graft", "tab:gray"), (0.12, "with_graft", "tab:green")):
-        a = h[arm]
+    paired = h.get("paired", True)
+    shown = ((-0.12, "without_graft", "tab:gray"), (0.12, "with_graft", "tab:green")) if paired else \
+        ((0.0, "with_graft", "tab:gray"),)   # one arm: drawn once, under its own name
+    for dx, key, colour in shown:
+        a = h[key]
         lo, hi = a["ci95"]
+        name = f"{key.replace('_', ' ')} (arm {a['arm']})" if paired else f"arm {a['arm']}"
         ax.errorbar([x_held + dx], [a["accuracy"]], yerr=[[a["accuracy"] - lo], [hi - a["accuracy"]]], fmt="s",
-                    color=colour, capsize=4, label=f"held-out {arm.replace('_', ' ')}: {a['correct']}/{h['n']}")
+                    color=colour, capsize=4, label=f"held-out {name}: {a['correct']}/{h['n']}")
     ax.set_xticks([*xs, x_held], [*(f"train pass {x}" for x in xs), "held-out"])
     ax.set_ylim(0, 1)
     ax.set_ylabel("verified share (95% Wilson interval)")
-    ax.set_title(f"study: McNemar p = {h['mcnemar_p']:.3g} (power for a 3:1 split {h['power_3to1']:.0%})")
+    ax.set_title(f"study: McNemar p = {h['mcnemar_p']:.3g} (power for a 3:1 split {h['power_3to1']:.0%})" if paired
+                 else "study: one held-out arm (nothing paired)")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -368,28 +368,8 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
                            stages=lambda done, total, line: click.echo(line, err=True),
                            sampled_arms=None if sampled_arms is None else
                            [a.strip() for a in sampled_arms.split(",") if a.strip()])
-    h = out["heldout"]
-    for arm in ("without_graft", "with_graft"):
-        a = h[arm]
-        click.echo(f"held-out {arm.replace('_', ' ')}: {a['correct']}/{h['n']} = {a['accuracy']:.1%} "
-                   f"(95% CI {a['ci95'][0]:.1%}-{a['ci95'][1]:.1%})", err=as_json)
-    click.echo(f"paired: only with graft {h['only_with']}, only without {h['only_without']}; exact McNemar "
-               f"p = {h['mcnemar_p']:.3g} (power to see a 3:1 split: {h['power_3to1']:.0%})", err=as_json)
-    for fam, f in out["families"].items():
-        click.echo(f"  {fam:>10}: {f['without_graft']['correct']}/{f['n']} -> {f['with_graft']['correct']}/{f['n']}"
-                   f" (p = {f['mcnemar_p']:.3g})", err=as_json)
-    for kind, part in out["transfer"].items():   # GSM-Symbolic: instances of train (near) / held-out (far) templates
-        for arm, acc in part["accuracy"].items():
-            a = acc["pass@1"]
-            click.echo(f"{kind} transfer, arm {arm}: pass@1 {a['correct']}/{a['n']} ({a['ci95'][0]:.0%}-"
-                       f"{a['ci95'][1]:.0%}), {acc['decode_tokens']:,} decode tokens", err=as_json)
-    for arm, acc in out["arms"]["accuracy"].items():
-        measures = ", ".join(f"{m} {a['correct']}/{a['n']} ({a['ci95'][0]:.0%}-{a['ci95'][1]:.0%})"
-                             for m, a in acc.items() if isinstance(a, dict))
-        click.echo(f"arm {arm}: {measures}", err=as_json)
-    for c in out["arms"]["comparisons"]:
-        click.echo(f"  {c['arm']} vs {c['against']} ({c['measure']}): +{c['only_with']} -{c['only_without']}, "
-                   f"p = {c['mcnemar_p']:.3g}", err=as_json)
+    for line in st.report_lines(out):
+        click.echo(line, err=as_json)
     if plot_path is not None:
         st.plot(out, plot_path)
         click.echo(f"plot: {plot_path}", err=as_json)

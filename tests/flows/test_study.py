@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flows import RunConfig, runtime
-from flows.study import CURATOR, plot, run_study
+from flows.study import CURATOR, plot, report_lines, run_study
 from flywheel import config
 from flywheel.engine import Engine
 from flywheel.errors import InputError
@@ -124,6 +124,27 @@ def test_study_arms_report_pass_at_1_majority_and_pass_at_k_paired(tiny_gemma: E
     c = next(c for c in out["arms"]["comparisons"] if (c["arm"], c["against"], c["measure"]) == ("graft", "none", "pass@1"))
     assert c["only_with"] == c["only_without"] == 0 and c["mcnemar_p"] == 1.0 and set(c["families"]) == {"nine", "ten"}
     assert out["heldout"]["without_graft"]["arm"] == "none" and out["heldout"]["with_graft"]["arm"] == "graft"
+    assert out["heldout"]["paired"]
+    lines = report_lines(out)                                          # what `flywheel study` prints
+    assert lines[:3] == ["held-out without graft (arm none): 1/3 = 33.3% (95% CI 6.1%-79.2%)",
+                         "held-out with graft (arm graft): 1/3 = 33.3% (95% CI 6.1%-79.2%)",
+                         "paired: only with graft 0, only without 0; exact McNemar p = 1 (power to see a 3:1 split: 0%)"]
+    assert "arm graft+calc+ground: pass@1 1/3 (6%-79%), maj@3 1/3 (6%-79%), pass@3 3/3 (44%-100%)" in lines
+
+
+def test_a_study_of_one_arm_says_nothing_was_paired(tiny_gemma: Engine, lib_dir: Path, tmp_path: Path) -> None:
+    """An arm run as its own study (a long study split across sessions) must not print itself as a graft vs none pair."""
+    train = _by_seed_train(tiny_gemma, tmp_path)
+    heldout = _write(tmp_path / "heldout.jsonl", [
+        {"id": "gen-nine-heldout-0", "problem": "Ed has 1 cap and buys 8. How many caps?", "reference": "9"}])
+    cfg = RunConfig(problems=train, model="by-seed-tiny", library=str(lib_dir), budget=20, attempts=1, seed=0)
+    out = run_study(cfg, train=train, heldout=heldout, passes=0, curated=0, arms=["none"])
+    assert out["heldout"]["paired"] is False and out["heldout"]["with_graft"]["arm"] == "none"
+    lines = report_lines(out)
+    assert lines[0] == ("held-out, arm none (one arm: nothing paired; pair two studies' exported attempts with "
+                        "bench/paired_runs.py): 1/1 = 100.0% (95% CI 20.7%-100.0%)")
+    assert not any("graft" in line or "McNemar" in line for line in lines)
+    assert plot(out, tmp_path / "one-arm.png").stat().st_size > 0
 
 
 def test_majority_vote_needs_no_reference() -> None:
