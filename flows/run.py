@@ -284,7 +284,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
         if progress:
             progress(problems_done[0], len(problems), said)
 
-    jobs = route_and_grant(env, cfg, problems, done, solved, ledger, clock=clock, skipped=problem_done)
+    jobs = route_and_grant(env, cfg, problems, done, ledger, clock=clock, skipped=problem_done)
     model_seconds = 0.0
     finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
     try:
@@ -304,17 +304,19 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
 
 
 def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done: set[AttemptKey],
-                    solved: set[str], ledger: Grants, *, clock: PhaseClock,
+                    ledger: Grants, *, clock: PhaseClock,
                     skipped: Callable[[str], None]) -> Iterator[AttemptJob]:
     """The pass's jobs, lazily: each pending problem routed and its attempts granted budgets as a slot frees.
 
-    A problem already solved, or with nothing pending, is `skipped`. An exact recurrence is asked
-    once, greedy (sampling it K times only adds wrong answers: BENCHMARKS.md, "Held-out transfer").
+    A problem with nothing pending (every attempt in `done`) is `skipped`. One a resumed run had verified
+    is not: its unrecorded samples are decoded, so maj@K and pass@K count K attempts (a run cut between a
+    problem's samples once lost the rest). An exact recurrence is asked once, greedy (sampling it K times
+    only adds wrong answers: BENCHMARKS.md, "Held-out transfer").
     """
     sampled = cfg.attempts > 1
     for problem in problems:
         pending = [k for k in range(cfg.attempts) if (problem.id, k) not in done]
-        if problem.id in solved or not pending:
+        if not pending:
             skipped(problem.id)
             continue
         with clock.phase("route"):
@@ -458,8 +460,11 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     starter = seed_starter(env) if cfg.starter and not cfg.no_graft else []
     prior = lib.catalog.attempts_for_run(run_id)
     spent = sum(a.decode_tokens for a in prior)
-    # Settled: verified, or already asked as an exact recurrence (a recurrence is asked once).
-    solved = {a.problem_id for a in prior if a.verified or a.route == "exact"}
+    # Verified before a cut: not deposited again. Their unrecorded attempts are still decoded (`done` says
+    # which): a resumed run decodes what the uninterrupted one would have, all K samples of every problem.
+    solved = {a.problem_id for a in prior if a.verified}
+    # A recurrence already asked as one is settled: it is asked once, greedy (`route_and_grant`).
+    done |= {(a.problem_id, k) for a in prior if a.route == "exact" for k in range(cfg.attempts)}
     deposited_by = flow_run_id or run_id
     try:
         if cfg.task_runner == "dask":
@@ -525,12 +530,13 @@ def grant_budgets(pending: Sequence[AttemptKey], budget: int, run_budget: int | 
 
 @task(name="solve-shard", **LOCAL)
 def solve_shard(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: list[Problem],
-                grants: dict[AttemptKey, int]) -> Solved:
+                grants: dict[AttemptKey, int], solved: Sequence[str] = ()) -> Solved:
     """One shard's pending attempts, batched on this worker's decode slots, with budgets granted up front.
 
-    Every problem of the shard is finished when it returns (solved, attempted, or nothing to do)."""
+    `solved`: its problems verified before a resumed run's cut (not deposited again). Every problem of the
+    shard is finished when it returns (solved, attempted, or nothing to do)."""
     done = {key for p in problems for key in ((p.id, k) for k in range(cfg.attempts)) if key not in grants}
-    seconds = run_pass(env, cfg, run_id, deposited_by, problems, done, set(), FixedGrants(grants))
+    seconds = run_pass(env, cfg, run_id, deposited_by, problems, done, set(solved), FixedGrants(grants))
     return Solved(tuple(p.id for p in problems), runtime.worker_id(), runtime.engine_loads(), seconds)
 
 
@@ -566,13 +572,12 @@ def _workers_see_this_api() -> Iterator[None]:
 def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems: Sequence[Problem],
                    done: set[AttemptKey], solved: set[str], spent: int,
                    progress: Progress) -> tuple[float, list[dict[str, Any]]]:
-    """Split the unsolved problems into one shard per worker, submit each shard as one task, gather them all.
+    """Split the problems with pending attempts into one shard per worker, submit each as a task, gather them.
 
     Returns (model seconds, per-worker counts); `progress` follows each problem as its shard returns."""
     from prefect.futures import as_completed
 
-    pending = [(p.id, k) for p in problems if p.id not in solved
-               for k in range(cfg.attempts) if (p.id, k) not in done]
+    pending = [(p.id, k) for p in problems for k in range(cfg.attempts) if (p.id, k) not in done]
     grants = grant_budgets(pending, cfg.budget, cfg.run_budget, spent)
     todo = [p for p in problems if any((p.id, k) in grants for k in range(cfg.attempts))]
     n = cfg.local_workers   # with a cluster's address: as many shards as a local cluster would have workers
@@ -592,7 +597,8 @@ def _solve_on_dask(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, pro
     with _workers_see_this_api(), dask_task_runner(cfg) as runner:
         futures = [runner.submit(solve_shard, {
             "env": env, "cfg": cfg, "run_id": run_id, "deposited_by": deposited_by, "problems": shard,
-            "grants": {key: g for key, g in grants.items() if key[0] in {p.id for p in shard}}})
+            "grants": {key: g for key, g in grants.items() if key[0] in {p.id for p in shard}},
+            "solved": sorted(solved & {p.id for p in shard})})
             for shard in shards]
         for future in as_completed(futures):
             try:

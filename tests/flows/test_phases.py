@@ -32,7 +32,7 @@ def test_route_and_grant_routes_lazily_and_grants_in_order(scripted: str, lib_di
     lib.deposit(eng, SEEN, "4 + 5 = 9.", "9", deposited_by="curator:test")   # SEEN recurs exactly
     skipped: list[str] = []
     clock = PhaseClock()
-    jobs = route_and_grant(env, cfg, [DONE, NINE, SEEN, TEN], done={("done", 0), ("done", 1)}, solved=set(),
+    jobs = route_and_grant(env, cfg, [DONE, NINE, SEEN, TEN], done={("done", 0), ("done", 1)},
                            ledger=BudgetLedger(budget=5, run_budget=12, spent=0), clock=clock,
                            skipped=skipped.append)
     assert skipped == [] and "route" not in clock.snapshot()          # nothing runs before it is asked
@@ -49,10 +49,11 @@ def test_route_and_grant_routes_lazily_and_grants_in_order(scripted: str, lib_di
 
 def test_fixed_grants_give_each_attempt_its_own_and_nothing_else(scripted: str, lib_dir: Path) -> None:
     cfg = _cfg(scripted, lib_dir, no_graft=True)
-    jobs = list(route_and_grant(run_env(cfg), cfg, [NINE, TEN], done=set(), solved={"ten"},
+    jobs = list(route_and_grant(run_env(cfg), cfg, [NINE, TEN], done=set(),
                                 ledger=FixedGrants({("nine", 0): 7, ("ten", 0): 3}), clock=PhaseClock(),
                                 skipped=lambda _: None))
-    assert [(j.problem.id, j.attempts) for j in jobs] == [("nine", [PlannedAttempt(0, 7, None)])]
+    assert [(j.problem.id, j.attempts) for j in jobs] == [("nine", [PlannedAttempt(0, 7, None)]),
+                                                          ("ten", [PlannedAttempt(0, 3, None)])]
 
 
 def test_the_finisher_verifies_once_deposits_the_first_verified_and_records_all(scripted: str,
@@ -63,7 +64,7 @@ def test_the_finisher_verifies_once_deposits_the_first_verified_and_records_all(
     pset = ProblemSet("inline", [NINE, TEN])
     open_run.fn(env, pset, run_id="phases", flow_run_id=None, budget=24, attempts=2, no_graft=False,
                 run_budget=None, schedule={}, settings=cfg.settings())
-    jobs = list(route_and_grant(env, cfg, [NINE, TEN], set(), set(), BudgetLedger(24, None, 0),
+    jobs = list(route_and_grant(env, cfg, [NINE, TEN], set(), BudgetLedger(24, None, 0),
                                 clock=PhaseClock(), skipped=lambda _: None))
     solved: set[str] = set()
     finisher = _Finisher(env, cfg, "phases", "test-run", solved, PhaseClock())

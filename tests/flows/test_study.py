@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
-from flows import RunConfig, runtime
+from flows import RunConfig, flywheel_run, runtime
 from flows.study import CURATOR, plot, report_lines, run_study
 from flywheel import config
 from flywheel.engine import Engine
@@ -272,6 +273,39 @@ class _Stop:
             raise KeyboardInterrupt
 
 
+def test_a_run_cut_between_a_problems_samples_decodes_the_rest_on_resume(tiny_gemma: Engine, tmp_path: Path) -> None:
+    """A cut lands between a problem's K samples (slots finish them in any order): the resumed run decodes
+    the unrecorded ones even though a recorded one verified, so maj@K and pass@K count K attempts, the
+    uninterrupted run's bytes. (Once it skipped a problem with any verified attempt: 2 of 4 samples lost.)"""
+    _by_seed_train(tiny_gemma, tmp_path)
+    heldout = _write(tmp_path / "heldout.jsonl", [
+        {"id": "gen-nine-heldout-0", "problem": "Ed has 1 cap and buys 8. How many caps?", "reference": "9"},
+        {"id": "gen-ten-heldout-0", "problem": "Flo has 6 mugs and buys 4. How many mugs?", "reference": "10"}])
+    cfg = RunConfig(problems=heldout, model="by-seed-tiny", library=str(tmp_path / "lib"), budget=20, attempts=4,
+                    seed=0, deposit=False, run_id="run-k4")
+    try:
+        flywheel_run(cfg)
+        lib = runtime.library(str(tmp_path / "lib"), config.database_url(tmp_path / "lib"))
+
+        def recorded() -> dict[tuple[str, int], tuple[str | None, bool, str | None]]:
+            return {(a.problem_id, a.attempt_index): (a.answer, a.verified, a.text)
+                    for a in lib.catalog.attempts_for_run("run-k4")}
+
+        whole = recorded()
+        assert len(whole) == 8 and [whole["gen-nine-heldout-0", k][1] for k in range(4)] == [True, False, True, False]
+        # What a SIGTERM between samples left on 2026-12-06: samples 0 and 2 recorded (both verified), 1 and 3 not.
+        with sqlite3.connect(tmp_path / "lib" / "catalog.db") as db:
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("DELETE FROM attempts WHERE run_id = 'run-k4' AND problem_id = 'gen-nine-heldout-0' "
+                       "AND attempt_index IN (1, 3)")
+        lib.catalog.finish_run("run-k4", "interrupted")
+        assert len(recorded()) == 6
+        out = flywheel_run(cfg)
+        assert recorded() == whole and out["timing"]["resumed_attempts"] == 6
+    finally:
+        runtime.close_libraries()
+
+
 def _figures(out: dict[str, object]) -> dict[str, object]:
     """What a resume must reproduce: every held-out figure (no arm deposits, so a resumed arm decodes the
     same attempts), and each train pass's verified count and self-deposits. Not a cut pass's decode
@@ -288,7 +322,6 @@ def _move_by_catalog(src: Path, dst: Path) -> None:
     """What moving a cut study to a host that kept nothing else takes: a consistent copy of the catalog
     (SQLite's backup, the write-ahead log included) and the folder's `library.id`."""
     import shutil
-    import sqlite3
 
     dst.mkdir()
     with sqlite3.connect(src / "catalog.db") as a, sqlite3.connect(dst / "catalog.db") as b:
