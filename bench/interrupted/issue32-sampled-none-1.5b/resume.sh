@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Resume the pre-registered 1.5B sampled run's `graft` arm (bench/preregistered/issue32-sampled-1.5b.md) on any
+# Resume the pre-registered 1.5B sampled run's `none` arm (bench/preregistered/issue32-sampled-1.5b.md) on any
 # host: rebuild its library from the committed catalog, refuse to go on unless its artifacts are the 1.5B cold
-# run's 57 SHA-256s under fingerprint 6559d68d…, then finish the study with --resume (its greedy run is read
-# back, its sampled run `…-heldout-graft-k4` goes on from the last recorded attempt).
-# Output: /tmp/k4-15-graft/out.json, /tmp/k4-15-graft/err.log (appended).
-#   bash bench/interrupted/issue32-sampled-graft-1.5b/resume.sh        (after `make model-qwen-1.5b`)
+# run's 57 SHA-256s under fingerprint 6559d68d…, then finish the study with --resume (what its greedy and
+# sampled runs recorded is kept; each goes on from its last recorded attempt).
+# Output: /tmp/k4-15-none/out.json, /tmp/k4-15-none/err.log (appended).
+#   bash bench/interrupted/issue32-sampled-none-1.5b/resume.sh        (after `make model-qwen-1.5b`)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-HERE=bench/interrupted/issue32-sampled-graft-1.5b
-LIB=/tmp/k4-15-graft/lib
+HERE=bench/interrupted/issue32-sampled-none-1.5b
+LIB=/tmp/k4-15-none/lib
 FW=".venv/bin/flywheel --model qwen2.5-coder-1.5b --library $LIB"
 if [ ! -e "$LIB/catalog.db" ]; then
   mkdir -p "$LIB"
@@ -31,5 +31,5 @@ print("fingerprint 6559d68d… only, the cold run's 57 artifacts: resuming")
 PY
 $FW study --problems 'gsm-symbolic:?templates=train&n=1&seed=1' \
     --heldout 'gsm-symbolic:?templates=all&n=2&seed=11' \
-    --passes 0 --curated 0 --arms graft --samples 4 \
-    --json --resume run-20261206T080501Z-509a44 > /tmp/k4-15-graft/out.json 2>> /tmp/k4-15-graft/err.log
+    --passes 0 --curated 0 --arms none --samples 4 \
+    --json --resume run-20261207T021743Z-64de9c > /tmp/k4-15-none/out.json 2>> /tmp/k4-15-none/err.log
