@@ -8,11 +8,20 @@ that attempt's verdict; pass@K: any verified). Problems are paired by id; `--par
 the GSM-Symbolic instances of train templates (near), of held-out templates (far), or every problem
 both files hold. So two arms run as two studies (a long study split across sessions) pair as one.
 
+`--by-template` adds, for GSM-Symbolic problems, each template's paired counts and its own exact McNemar,
+marked `powered` only where the template has instances enough that all of them going one way could reach
+p < 0.05 (6 or more), and a template-level sign test: each template scores +1 where A verified more of its
+instances than B, -1 where fewer, and the exact two-sided sign test runs over those. Instances of one
+template share their wording and arithmetic, so the instance-level McNemar counts them as independent when
+they are not; the template-level test is the check that does not.
+
     .venv/bin/python bench/paired_runs.py \\
         --a bench/results/issue32-cold-qwen2.5-coder-0.5b-attempts.jsonl --a-arm graft \\
         --b bench/results/issue32-base-qwen2.5-coder-1.5b-attempts.jsonl --b-arm none --part near
     .venv/bin/python bench/paired_runs.py --a graft-study-attempts.jsonl --a-arm graft \\
         --b none-study-attempts.jsonl --b-arm none --part near --measure maj@4
+    .venv/bin/python bench/paired_runs.py --a graft-study-attempts.jsonl --a-arm graft \\
+        --b none-study-attempts.jsonl --b-arm none --part near --by-template
 """
 
 from __future__ import annotations
@@ -97,6 +106,36 @@ def compare(a: dict[str, bool], b: dict[str, bool], part: str) -> dict[str, Any]
             "power_3to1": mcnemar_power(only_a + only_b)}
 
 
+POWERED_AT = 0.05
+
+
+def by_template(a: dict[str, bool], b: dict[str, bool], part: str) -> dict[str, Any]:
+    """A against B template by template on the GSM-Symbolic problems both hold in `part`, and the sign test over
+    templates (A verified more of a template's instances than B, or fewer; ties left out)."""
+    from flywheel.stats import mcnemar_exact
+
+    groups: dict[int, list[str]] = {}
+    for pid in sorted(a.keys() & b.keys()):
+        m = _TEMPLATE.match(pid)
+        if m is not None and in_part(pid, part):
+            groups.setdefault(int(m.group(1)), []).append(pid)
+    if not groups:
+        raise SystemExit(f"no GSM-Symbolic problem both files hold in part {part!r}: nothing to group by template")
+    rows = []
+    for template, ids in sorted(groups.items()):
+        only_a = sum(a[p] and not b[p] for p in ids)
+        only_b = sum(b[p] and not a[p] for p in ids)
+        rows.append({"template": template, "n": len(ids), "a": sum(a[p] for p in ids), "b": sum(b[p] for p in ids),
+                     "only_a": only_a, "only_b": only_b, "mcnemar_p": mcnemar_exact(only_a, only_b),
+                     # the least p this template could give: every instance discordant, all one way
+                     "powered": mcnemar_exact(len(ids), 0) < POWERED_AT})
+    wins = sum(r["a"] > r["b"] for r in rows)
+    losses = sum(r["a"] < r["b"] for r in rows)
+    return {"templates": rows, "powered_templates": sum(r["powered"] for r in rows),
+            "sign_test": {"templates": len(rows), "a_more": wins, "b_more": losses,
+                          "tied": len(rows) - wins - losses, "p": mcnemar_exact(wins, losses)}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", type=Path, required=True, help="attempts file of study A")
@@ -106,9 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", choices=("near", "far", "all"), default="all")
     ap.add_argument("--measure", default="pass@1",
                     help="pass@1 (the greedy attempt, default), maj@K or pass@K (the K sampled attempts)")
+    ap.add_argument("--by-template", action="store_true",
+                    help="also each GSM-Symbolic template's counts and the sign test over templates")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a line")
     args = ap.parse_args(argv)
-    out = compare(outcomes(args.a, args.a_arm, args.measure), outcomes(args.b, args.b_arm, args.measure), args.part)
+    a, b = outcomes(args.a, args.a_arm, args.measure), outcomes(args.b, args.b_arm, args.measure)
+    out = compare(a, b, args.part)
+    if args.by_template:
+        out.update(by_template(a, b, args.part))
     out.update(a_file=str(args.a), a_arm=args.a_arm, b_file=str(args.b), b_arm=args.b_arm, measure=args.measure)
     if args.json:
         print(json.dumps(out, sort_keys=True))
@@ -116,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.part} {args.measure} ({out['n']} paired): A {args.a_arm} {out['a']['correct']}/{out['n']} vs B {args.b_arm} "
           f"{out['b']['correct']}/{out['n']}; only A {out['only_a']}, only B {out['only_b']}, exact McNemar "
           f"p = {out['mcnemar_p']:.3g} (power at a 3:1 split {out['power_3to1']:.0%})")
+    if args.by_template:
+        for r in out["templates"]:
+            if r["only_a"] or r["only_b"]:
+                print(f"  t{r['template']}: A {r['a']}/{r['n']} vs B {r['b']}/{r['n']}, p = {r['mcnemar_p']:.3g}"
+                      f"{'' if r['powered'] else ' (not powered)'}")
+        st = out["sign_test"]
+        print(f"templates: {st['templates']} ({out['powered_templates']} powered alone); A more {st['a_more']}, "
+              f"B more {st['b_more']}, tied {st['tied']}; sign test over templates p = {st['p']:.3g}")
     return 0
 
 

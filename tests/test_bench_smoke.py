@@ -240,6 +240,42 @@ def test_paired_runs_pairs_two_studies_by_problem_within_a_part(tmp_path: Path) 
     assert wrong_arm.returncode != 0 and "no attempt 0 of a run ending in '-heldout-none'" in wrong_arm.stderr
 
 
+def test_paired_runs_by_template_tests_templates_as_units(tmp_path: Path) -> None:
+    """Per template counts, `powered` only with instances enough to reach p < 0.05 alone, and the sign test."""
+    def attempts(path: Path, arm: str, verified: dict[str, bool]) -> Path:
+        path.write_text("".join(json.dumps({"run_id": f"run-x-heldout-{arm}", "problem_id": pid, "attempt": 0,
+                                            "verified": ok}) + "\n" for pid, ok in verified.items()))
+        return path
+
+    t0 = {f"gsm-symbolic-t0-s11-{i}": True for i in range(6)}            # six instances: powered alone
+    a = attempts(tmp_path / "a.jsonl", "graft", {**t0, "gsm-symbolic-t1-s11-0": False, "gsm-symbolic-t1-s11-1": True,
+                                                 "gsm-symbolic-t2-s11-0": True, "problem-7": True})
+    b = attempts(tmp_path / "b.jsonl", "none", {**{k: False for k in t0}, "gsm-symbolic-t1-s11-0": True,
+                                                "gsm-symbolic-t1-s11-1": True, "gsm-symbolic-t2-s11-0": False,
+                                                "problem-7": False})
+    near = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
+                     "--part", "near", "--by-template", tmp_path=tmp_path)
+    assert (near["n"], near["only_a"], near["only_b"]) == (8, 6, 1)     # far t2 and the non-GSM problem left out
+    assert [(r["template"], r["n"], r["a"], r["b"], r["powered"]) for r in near["templates"]] == [
+        (0, 6, 6, 0, True), (1, 2, 1, 2, False)]
+    assert near["templates"][0]["mcnemar_p"] == 2 / 2 ** 6 and near["powered_templates"] == 1
+    assert near["sign_test"] == {"templates": 2, "a_more": 1, "b_more": 1, "tied": 0, "p": 1.0}
+    everything = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
+                           "--by-template", tmp_path=tmp_path)
+    assert everything["n"] == 10 and [r["template"] for r in everything["templates"]] == [0, 1, 2]
+    assert everything["sign_test"]["a_more"] == 2                          # problem-7 counted by instance only
+    files = [sys.executable, str(ROOT / "bench" / "paired_runs.py"), "--a", str(a), "--a-arm", "graft",
+             "--b", str(b), "--b-arm", "none", "--by-template"]
+    printed = subprocess.run(files + ["--part", "near"], capture_output=True, text=True, timeout=120)
+    assert "t0: A 6/6 vs B 0/6, p = 0.0312" in printed.stdout and "sign test over templates p = 1" in printed.stdout
+    only_other = attempts(tmp_path / "c.jsonl", "graft", {"problem-7": True})
+    other = attempts(tmp_path / "d.jsonl", "none", {"problem-7": False})
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "paired_runs.py"), "--a", str(only_other), "--a-arm",
+                           "graft", "--b", str(other), "--b-arm", "none", "--by-template"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "nothing to group by template" in proc.stderr
+
+
 def test_paired_runs_scores_sampled_arms_as_the_study_does(tmp_path: Path) -> None:
     """maj@4 and pass@4 from two studies' exported attempts: what one study with both arms would report."""
     def sampled(path: Path, arm: str, tries: dict[str, list[tuple[str | None, bool]]]) -> Path:
