@@ -4,7 +4,8 @@ Reads the attempt files `bench/export_attempts.py` writes (one JSON line per att
 each, attempt 0 (the greedy pass@1 one) of the run whose id ends with `-heldout-<arm>`; with
 `--measure maj@K` or `pass@K`, the K sampled attempts of the run ending `-heldout-<arm>-kK`, scored
 as `flywheel study` scores them (maj@K: `flows.study.majority` of the answers in attempt order, then
-that attempt's verdict; pass@K: any verified). Problems are paired by id; `--part near|far|all` keeps
+that attempt's verdict; pass@K: any verified), with the decode tokens of those attempts on the paired
+problems. Problems are paired by id; `--part near|far|all` keeps
 the GSM-Symbolic instances of train templates (near), of held-out templates (far), or every problem
 both files hold. So two arms run as two studies (a long study split across sessions) pair as one.
 
@@ -42,12 +43,12 @@ _TEMPLATE = re.compile(r"^gsm-symbolic-t(\d+)-")
 _MEASURE = re.compile(r"^(pass|maj)@(\d+)$")
 
 
-def outcomes(path: Path, arm: str, measure: str = "pass@1") -> dict[str, bool]:
-    """problem id -> verified under `measure`, for the held-out run of `arm` in an exported attempts file."""
+def held_out_attempts(path: Path, arm: str, measure: str = "pass@1") -> dict[str, list[dict[str, Any]]]:
+    """problem id -> the attempts `measure` scores (attempt 0 of the greedy run, or the K sampled ones in order)."""
     m = _MEASURE.match(measure)
     if m is None or int(m.group(2)) < 1 or (m.group(1) == "maj" and int(m.group(2)) < 2):
         raise SystemExit(f"--measure {measure!r}: give pass@1, maj@K or pass@K (K >= 2)")
-    kind, k = m.group(1), int(m.group(2))
+    k = int(m.group(2))
     suffix = f"-heldout-{arm}" + (f"-k{k}" if k > 1 else "")
     runs: set[str] = set()
     by_problem: dict[str, dict[int, dict[str, Any]]] = {}
@@ -62,22 +63,33 @@ def outcomes(path: Path, arm: str, measure: str = "pass@1") -> dict[str, bool]:
         raise SystemExit(f"{path}: no attempt{' 0' if k == 1 else 's'} of a run ending in {suffix!r}")
     if len(runs) > 1:
         raise SystemExit(f"{path}: {len(runs)} held-out '{arm}' runs end in {suffix!r}: give one study's file")
-    if k == 1:
-        return {pid: bool(tries[0]["verified"]) for pid, tries in by_problem.items()}
-    from flows.study import majority
-
-    out: dict[str, bool] = {}
+    want = [0] if k == 1 else list(range(k))
     for pid, tries in by_problem.items():
-        if sorted(tries) != list(range(k)):
+        if sorted(tries) != want:
             raise SystemExit(f"{path}: {pid} has attempts {sorted(tries)} in its {measure} run, not 0..{k - 1} "
                              "(a cut run? finish it with `flywheel study --resume`)")
-        ordered = [tries[i] for i in range(k)]
-        if kind == "pass":
-            out[pid] = any(bool(t["verified"]) for t in ordered)
-        else:
+    return {pid: [tries[i] for i in want] for pid, tries in by_problem.items()}
+
+
+def outcomes(attempts: dict[str, list[dict[str, Any]]], measure: str = "pass@1") -> dict[str, bool]:
+    """problem id -> verified under `measure`, scored as `flywheel study` scores it."""
+    if measure.startswith("maj@"):
+        from flows.study import majority
+
+        out = {}
+        for pid, ordered in attempts.items():
             winner = majority([t["answer"] for t in ordered])
             out[pid] = winner is not None and bool(ordered[winner]["verified"])
-    return out
+        return out
+    return {pid: any(bool(t["verified"]) for t in ordered) for pid, ordered in attempts.items()}
+
+
+def decode_tokens(attempts: dict[str, list[dict[str, Any]]], ids: list[str]) -> int | None:
+    """Decode tokens of the scored attempts of `ids`; None where the file does not record them."""
+    tries = [t for pid in ids for t in attempts[pid]]
+    if any(not isinstance(t.get("decode_tokens"), int) for t in tries):
+        return None
+    return sum(t["decode_tokens"] for t in tries)
 
 
 def in_part(problem_id: str, part: str) -> bool:
@@ -149,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="also each GSM-Symbolic template's counts and the sign test over templates")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a line")
     args = ap.parse_args(argv)
-    a, b = outcomes(args.a, args.a_arm, args.measure), outcomes(args.b, args.b_arm, args.measure)
+    tries_a = held_out_attempts(args.a, args.a_arm, args.measure)
+    tries_b = held_out_attempts(args.b, args.b_arm, args.measure)
+    a, b = outcomes(tries_a, args.measure), outcomes(tries_b, args.measure)
     out = compare(a, b, args.part)
+    paired = sorted(pid for pid in a.keys() & b.keys() if in_part(pid, args.part))
+    out.update(decode_tokens_a=decode_tokens(tries_a, paired), decode_tokens_b=decode_tokens(tries_b, paired))
     if args.by_template:
         out.update(by_template(a, b, args.part))
     out.update(a_file=str(args.a), a_arm=args.a_arm, b_file=str(args.b), b_arm=args.b_arm, measure=args.measure)
@@ -159,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{args.part} {args.measure} ({out['n']} paired): A {args.a_arm} {out['a']['correct']}/{out['n']} vs B {args.b_arm} "
           f"{out['b']['correct']}/{out['n']}; only A {out['only_a']}, only B {out['only_b']}, exact McNemar "
-          f"p = {out['mcnemar_p']:.3g} (power at a 3:1 split {out['power_3to1']:.0%})")
+          f"p = {out['mcnemar_p']:.3g} (power at a 3:1 split {out['power_3to1']:.0%}); decode tokens A "
+          f"{out['decode_tokens_a'] if out['decode_tokens_a'] is not None else 'not recorded'}, B "
+          f"{out['decode_tokens_b'] if out['decode_tokens_b'] is not None else 'not recorded'}")
     if args.by_template:
         for r in out["templates"]:
             if r["only_a"] or r["only_b"]:

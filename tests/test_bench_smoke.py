@@ -232,6 +232,7 @@ def test_paired_runs_pairs_two_studies_by_problem_within_a_part(tmp_path: Path) 
                      "--part", "near", tmp_path=tmp_path)
     assert (near["n"], near["a"]["correct"], near["b"]["correct"], near["only_a"], near["only_b"]) == (2, 2, 1, 1, 0)
     assert near["only_in_a"] == 1 and near["mcnemar_p"] == 1.0        # t3 has no partner in B: left out, counted
+    assert near["decode_tokens_a"] is None                              # these attempts do not record them
     far = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
                     "--part", "far", tmp_path=tmp_path)
     assert (far["n"], far["only_a"], far["only_b"]) == (1, 0, 1)
@@ -279,7 +280,8 @@ def test_paired_runs_by_template_tests_templates_as_units(tmp_path: Path) -> Non
 def test_paired_runs_scores_sampled_arms_as_the_study_does(tmp_path: Path) -> None:
     """maj@4 and pass@4 from two studies' exported attempts: what one study with both arms would report."""
     def sampled(path: Path, arm: str, tries: dict[str, list[tuple[str | None, bool]]]) -> Path:
-        rows = [{"run_id": f"run-{arm}-heldout-{arm}-k4", "problem_id": pid, "attempt": i, "answer": ans, "verified": ok}
+        rows = [{"run_id": f"run-{arm}-heldout-{arm}-k4", "problem_id": pid, "attempt": i, "answer": ans, "verified": ok,
+                 "decode_tokens": len(arm) * 100 + i}
                 for pid, answers in tries.items() for i, (ans, ok) in enumerate(answers)]
         rows += [{"run_id": f"run-{arm}-heldout-{arm}", "problem_id": pid, "attempt": 0, "answer": None,
                   "verified": False} for pid in tries]                        # the greedy run: not maj@4
@@ -298,6 +300,8 @@ def test_paired_runs_scores_sampled_arms_as_the_study_does(tmp_path: Path) -> No
     maj = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
                     "--part", "near", "--measure", "maj@4", tmp_path=tmp_path)
     assert (maj["n"], maj["a"]["correct"], maj["b"]["correct"], maj["only_a"], maj["only_b"]) == (2, 1, 1, 1, 1)
+    # the 4 sampled attempts of the 2 near problems: graft 500..503 each, none 400..403 each; greedy runs not counted
+    assert (maj["decode_tokens_a"], maj["decode_tokens_b"]) == (2 * 2006, 2 * 1606)
     any4 = run_bench("paired_runs.py", "--a", str(a), "--a-arm", "graft", "--b", str(b), "--b-arm", "none",
                      "--measure", "pass@4", tmp_path=tmp_path)
     assert (any4["n"], any4["a"]["correct"], any4["b"]["correct"], any4["measure"]) == (3, 3, 1, "pass@4")
