@@ -102,11 +102,16 @@ def in_part(problem_id: str, part: str) -> bool:
     return m is not None and split_of(int(m.group(1))) == ("train" if part == "near" else "heldout")
 
 
+def paired_ids(a: dict[str, bool], b: dict[str, bool], part: str) -> list[str]:
+    """The problems both hold in `part`, sorted."""
+    return sorted(pid for pid in a.keys() & b.keys() if in_part(pid, part))
+
+
 def compare(a: dict[str, bool], b: dict[str, bool], part: str) -> dict[str, Any]:
     """A against B on the problems both hold in `part`: counts, Wilson intervals, exact McNemar and its power."""
     from flywheel.stats import mcnemar_exact, mcnemar_power, wilson
 
-    ids = sorted(pid for pid in a.keys() & b.keys() if in_part(pid, part))
+    ids = paired_ids(a, b, part)
     n = len(ids)
     ca, cb = sum(a[p] for p in ids), sum(b[p] for p in ids)
     only_a = sum(a[p] and not b[p] for p in ids)
@@ -127,9 +132,9 @@ def by_template(a: dict[str, bool], b: dict[str, bool], part: str) -> dict[str, 
     from flywheel.stats import mcnemar_exact
 
     groups: dict[int, list[str]] = {}
-    for pid in sorted(a.keys() & b.keys()):
+    for pid in paired_ids(a, b, part):
         m = _TEMPLATE.match(pid)
-        if m is not None and in_part(pid, part):
+        if m is not None:
             groups.setdefault(int(m.group(1)), []).append(pid)
     if not groups:
         raise SystemExit(f"no GSM-Symbolic problem both files hold in part {part!r}: nothing to group by template")
@@ -165,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     tries_b = held_out_attempts(args.b, args.b_arm, args.measure)
     a, b = outcomes(tries_a, args.measure), outcomes(tries_b, args.measure)
     out = compare(a, b, args.part)
-    paired = sorted(pid for pid in a.keys() & b.keys() if in_part(pid, args.part))
+    paired = paired_ids(a, b, args.part)
     out.update(decode_tokens_a=decode_tokens(tries_a, paired), decode_tokens_b=decode_tokens(tries_b, paired))
     if args.by_template:
         out.update(by_template(a, b, args.part))
