@@ -7,19 +7,25 @@ traceback while bad input never does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class FlywheelError(Exception):
-    """Base of every user-facing error: `message` says what happened, `hint` what to do."""
+    """Base of every user-facing error: `message` says what happened, `hint` what to do, and
+    `listing` the lines of a table the message points at (what a source offers), printed one per
+    line after it. `message` and `hint` are one line each: a newline in them is printed escaped,
+    since it may come from untrusted text (a problem id); a table goes in `listing`."""
 
     exit_code: int = 1
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, listing: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.listing = tuple(listing)
 
     def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+        return "\n".join([self.message, *self.listing, *([f"  hint: {self.hint}"] if self.hint else [])])
 
 
 class InputError(FlywheelError):

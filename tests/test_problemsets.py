@@ -74,7 +74,7 @@ def test_problem_files_are_read_like_curated_files_and_ignore_columns_they_do_no
 
 
 def test_missing_file_and_unknown_family_are_clear_input_errors(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="neither `champ`, a `gen:` family, nor an existing file"):
+    with pytest.raises(InputError, match="is no existing file and names no problem source"):
         load_problem_set(str(tmp_path / "nope.jsonl"))
     with pytest.raises(InputError, match="unknown generated family gen:quartic"):
         load_problem_set("gen:quartic?n=3")
@@ -150,7 +150,7 @@ def test_gen_alone_lists_every_family_with_its_size_and_description() -> None:
 
     with pytest.raises(InputError) as err:
         load_problem_set("gen:")
-    lines = err.value.message.splitlines()
+    lines = [err.value.message, *err.value.listing]
     for name, fam in FAMILIES.items():
         assert any(line.split()[:2] == [name, f"{fam.size:,}"] and fam.description in line for line in lines), name
     assert any(line.split()[0] == "all" for line in lines[1:])

@@ -48,9 +48,10 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
 
 
 def error_text(err: FlywheelError, secrets: Iterable[str] = ()) -> str:
-    """`Error: <message>` and its hint, one line each: secrets hidden, control characters escaped."""
-    text = f"Error: {printable(scrub(err.message, secrets))}"
-    return text if not err.hint else f"{text}\n  hint: {printable(scrub(err.hint, secrets))}"
+    """`Error: <message>`, its listing's lines, then its hint, one line each: secrets hidden, control
+    characters (a newline too) escaped within each line."""
+    lines = [f"Error: {err.message}", *err.listing, *([f"  hint: {err.hint}"] if err.hint else [])]
+    return "\n".join(printable(scrub(line, secrets)) for line in lines)
 
 
 def _secrets_of(ctx: click.Context) -> list[str]:

@@ -20,8 +20,8 @@ from flywheel.sources.spec import Spec
 def _load(spec: Spec) -> Loaded:
     prefix = re.match(r"[a-z][a-z0-9-]*:", spec.text)
     if prefix and not Path(spec.text).exists():   # `gms-symbolic:...`: a source's name mistyped
-        raise InputError(f"problem set {spec.text!r}: no problem source is called {prefix.group(0)!r}",
-                         hint="the sources are:\n" + describe_sources())
+        raise InputError(f"problem set {spec.text!r}: no problem source is called {prefix.group(0)!r}; "
+                         "the sources are:", listing=describe_sources().splitlines())
     problems, skipped = load_file(Path(spec.text))
     if not problems:
         raise InputError(f"{spec.text}: no usable problems ({len(skipped)} bad rows)",
@@ -38,8 +38,8 @@ def load_file(path: Path) -> tuple[list[Problem], list[str]]:
     from flywheel.tables import BadRow, read_table
 
     if not path.exists():
-        raise InputError(f"problem set {str(path)!r} is neither `champ`, a `gen:` family, nor an existing file",
-                         hint="give one of:\n" + describe_sources())
+        raise InputError(f"problem set {str(path)!r} is no existing file and names no problem source; the sources are:",
+                         listing=describe_sources().splitlines())
     try:
         rows = list(read_table(path, fields=PROBLEM_FIELDS))
     except (OSError, UnicodeDecodeError) as err:

@@ -91,7 +91,7 @@ def _generate(expr: str, *, n: int, seed: int, split: Split | None, label: str) 
 def _resolve_families(expr: str) -> list[Family]:
     """`linear` -> [linear]; `all` -> every word family; `ages+rates` -> [ages, rates]."""
     if not expr.strip():
-        raise InputError("gen: needs a family name; the families are:\n" + describe_families(),
+        raise InputError("gen: needs a family name; the families are:", listing=describe_families().splitlines(),
                          hint="e.g. gen:ages?n=20&seed=1&split=train, gen:all?n=10&seed=1&split=heldout, "
                               "gen:ages+rates?n=5")
     fams: list[Family] = []

