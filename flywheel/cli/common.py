@@ -68,7 +68,9 @@ def progress_display(label: str, *, show_pos: bool = True, show_note: bool = Fal
 
     start = time.monotonic()
     lock = threading.Lock()
-    last_at, last_step, line = [start], [start - heartbeat_s], [f"{label}: started"]
+    # The first step line waits a third of a beat like the rest: a resumed run reports the problems it reads
+    # back as a burst at the start, and its first line should say how many, not "1/N".
+    last_at, last_step, line = [start], [start], [f"{label}: started"]
     stop = threading.Event()
 
     def emit(text: str) -> None:   # under `lock`

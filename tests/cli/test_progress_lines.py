@@ -35,3 +35,15 @@ def test_piped_progress_says_how_far_and_never_stays_silent_past_its_heartbeat(
         progress(3, 3, "p-3")                                                 # the last one: always said
     seen += capsys.readouterr().err.splitlines()
     assert seen[-1].endswith("solving: 3/3 (p-3)") and seen[-1].startswith("[")
+
+
+def test_a_burst_of_steps_at_the_start_is_said_as_its_last_count(capsys: pytest.CaptureFixture[str]) -> None:
+    """A resumed run reads back the problems it had finished, one progress call each, in its first instant."""
+    seen: list[str] = []
+    with progress_display("solving", heartbeat_s=0.3) as progress:
+        for done in range(1, 40):
+            progress(done, 200, "")
+        seen += capsys.readouterr().err.splitlines()
+        assert not any("/200" in line for line in seen)                    # folded, not "1/200"
+        _lines_within(capsys, seen, "solving: 39/200", 10)
+    assert any(line.endswith("solving: 39/200") for line in seen) and not any("solving: 1/200" in line for line in seen)
