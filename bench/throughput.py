@@ -119,7 +119,7 @@ def batched(engine: Engine, texts: list[str], budget: int, slots: int) -> dict[s
 
 def compare_answers(items: list[Problem], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per B measured in both dtypes: same extracted answer, and correct answers of each (verifier vs reference)."""
-    by = {(r["dtype"], r["slots"]): r["answers"] for r in rows if r.get("answers") is not None}
+    by = {(r["dtype"], r["slots"]): r["answers"] for r in rows if r.get("answers") is not None and r["weights"] == "fp32"}
     out = []
     for (dtype, slots), bf16 in sorted(by.items(), key=lambda kv: kv[0][1]):
         fp32 = by.get(("float32", slots))
@@ -244,7 +244,25 @@ def llama_cpp(python: str, model: str, texts: list[str], budget: int, slots: int
 
 
 def weight_bytes(engine: Engine) -> int:
-    return sum(p.numel() * p.element_size() for p in engine.model.parameters())
+    """Bytes of weights the model holds: parameters plus the kernel's packed blocks (buffers)."""
+    return sum(t.numel() * t.element_size() for t in [*engine.model.parameters(), *engine.model.buffers()])
+
+
+def measure(engine: Engine, texts: list[str], args: argparse.Namespace, limits: dict[str, float],
+            weights: str, dtype: str, slots: int | None) -> dict[str, Any]:
+    """One configuration's decode figures (a row of the JSON)."""
+    wbytes, params = weight_bytes(engine), sum(p.numel() for p in engine.model.parameters())
+    params += sum(m.in_features * m.out_features for m in engine.model.modules() if hasattr(m, "codes"))
+    release_free_memory()
+    out = one_at_a_time(engine, texts, args.budget) if slots is None else batched(engine, texts, args.budget, slots)
+    tps = out["tokens"] / out["decode_s"]
+    name = "one-at-a-time" if slots is None else f"batched B={slots}"
+    return {"config": name, "weights": weights, "dtype": dtype, "slots": slots, **out, "tokens_per_s": tps,
+            "tok_s": tps, "rss_mib": status_kb("VmRSS") / 1024, "peak_rss_mib": status_kb("VmHWM") / 1024,
+            "weight_mib": wbytes / 2**20,
+            # every step reads every weight once; every token costs ~2 FLOP per linear weight
+            "bandwidth_share": wbytes * out["steps"] / out["decode_s"] / limits["memory_bytes_per_s"],
+            "flops_share": 2 * params * out["tokens"] / out["decode_s"] / limits["matmul_flop_per_s"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,8 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=config.DEFAULT_MODEL)
     ap.add_argument("--problems", type=int, default=32)
     ap.add_argument("--budget", type=int, default=48)
-    ap.add_argument("--slots", type=int, nargs="+", default=[4, 8, 16, 32])
-    ap.add_argument("--bf16", action="store_true", help="also measure bfloat16 engines (opt-in dtype)")
+    ap.add_argument("--slots", type=int, nargs="+", default=[1, 4, 8, 16, 32])
+    ap.add_argument("--weights", default="fp32,default",
+                    help="comma-separated weights modes to compare in this run (fp32, q-f32a, q-i8a, default)")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="also time Engine.decode_n_tokens one problem at a time (fp32 weights: the pre-batching path)")
+    ap.add_argument("--bf16", action="store_true", help="also measure bfloat16 engines (opt-in dtype, fp32 weights)")
     ap.add_argument("--llama-cpp", metavar="PYTHON", default=None,
                     help="an interpreter with llama-cpp-python: add llama.cpp (same GGUF) as the competitor")
     ap.add_argument("--json", action="store_true")
@@ -267,72 +289,66 @@ def main(argv: list[str] | None = None) -> int:
     bf16_problem = onednn_dtype_problem(torch.bfloat16) if args.bf16 else None
     if bf16_problem and not args.json:
         print(f"bfloat16 not measured: this CPU cannot run it in the batched step ({bf16_problem})", flush=True)
-    dtypes = ["float32", "bfloat16"] if args.bf16 and not bf16_problem else ["float32"]
-    limits: dict[str, dict[str, float]] = {}
-    for dtype in dtypes:
-        engine = Engine.load(args.model, EngineSettings(dtype=dtype), progress=False)  # type: ignore[arg-type]
-        limits[dtype] = machine_limits(engine.model.dtype)
-        wbytes, params = weight_bytes(engine), sum(p.numel() for p in engine.model.parameters())
-        configs: list[tuple[str, int | None]] = [("one-at-a-time", None)] if dtype == "float32" else []
-        configs += [(f"batched B={b}", b) for b in args.slots]
-        for name, slots in configs:
-            release_free_memory()
-            out = one_at_a_time(engine, texts, args.budget) if slots is None else batched(engine, texts, args.budget,
-                                                                                          slots)
-            tps = out["tokens"] / out["decode_s"]
-            row = {"config": name, "dtype": dtype, "slots": slots, **out, "tokens_per_s": tps,
-                   "rss_mib": status_kb("VmRSS") / 1024, "peak_rss_mib": status_kb("VmHWM") / 1024,
-                   # every step reads every weight once; every token costs ~2 FLOP per parameter
-                   "bandwidth_share": wbytes * out["steps"] / out["decode_s"] / limits[dtype]["memory_bytes_per_s"],
-                   "flops_share": 2 * params * out["tokens"] / out["decode_s"] / limits[dtype]["matmul_flop_per_s"]}
+    engines = [(config.weights_name(w.strip()), "float32") for w in args.weights.split(",") if w.strip()]
+    engines += [("fp32", "bfloat16")] if args.bf16 and not bf16_problem else []
+    limits = machine_limits(torch.float32)
+    for asked, dtype in engines:
+        engine = Engine.load(args.model, EngineSettings(dtype=dtype, weights=asked), progress=False)  # type: ignore[arg-type]
+        weights = engine.settings.weights
+        label = f"{asked} ({weights})" if asked != weights else weights
+        configs = [None] if args.one_at_a_time and weights == "fp32" and dtype == "float32" else []
+        for slots in [*configs, *args.slots]:
+            row = measure(engine, texts, args, limits, weights, dtype, slots)
             rows.append(row)
             if not args.json:
-                print(f"{name:>16} {dtype:>8}: {out['tokens']:>5} tok in {out['decode_s']:6.1f} s decode "
-                      f"({tps:6.1f} tok/s), pass {out['wall_s']:6.1f} s, RSS {row['rss_mib']:.0f} MiB "
-                      f"(peak {row['peak_rss_mib']:.0f}), {row['bandwidth_share']:.0%} of memory bandwidth, "
-                      f"{row['flops_share']:.0%} of matmul FLOP/s", flush=True)
+                print(f"{row['config']:>16} {label:>16} {dtype:>8}: {row['tokens']:>5} tok in {row['decode_s']:6.1f} s "
+                      f"decode ({row['tok_s']:6.1f} tok/s), pass {row['wall_s']:6.1f} s, weights {row['weight_mib']:.0f} MiB, "
+                      f"RSS {row['rss_mib']:.0f} MiB (peak {row['peak_rss_mib']:.0f}), {row['bandwidth_share']:.0%} of "
+                      f"memory bandwidth, {row['flops_share']:.0%} of oneDNN fp32 matmul FLOP/s", flush=True)
         del engine
     if args.llama_cpp:
-        for slots in [None, *args.slots]:
-            out = llama_cpp(args.llama_cpp, args.model, texts, args.budget, slots)
-            name = "llama.cpp" if slots is None else f"llama.cpp B={slots}"
-            row = {"config": name, "dtype": "q4_k_m", "slots": None, "llama_cpp_slots": slots, **out,
-                   "tokens_per_s": out["tokens"] / out["decode_s"]}
+        for slots in args.slots:
+            out = llama_cpp(args.llama_cpp, args.model, texts, args.budget, None if slots == 1 else slots)
+            name = "llama.cpp" if slots == 1 else f"llama.cpp B={slots}"
+            row = {"config": name, "weights": "llama.cpp", "dtype": "gguf", "slots": slots, **out,
+                   "tokens_per_s": out["tokens"] / out["decode_s"], "tok_s": out["tokens"] / out["decode_s"]}
             rows.append(row)
             if not args.json:
-                print(f"{name:>16} {'q4_k_m':>8}: {out['tokens']:>5.0f} tok in {out['decode_s']:6.1f} s decode "
-                      f"({row['tokens_per_s']:6.1f} tok/s), pass {out['wall_s']:6.1f} s (separate process)", flush=True)
-    base = next(r["tokens_per_s"] for r in rows if r["config"] == "one-at-a-time")
-    fp32 = {str(r["slots"]): r["tokens_per_s"] for r in rows if r["slots"] and r["dtype"] == "float32"}
-    best = max(fp32, key=lambda b: fp32[b])
+                print(f"{name:>16} {'llama.cpp':>16} {'gguf':>8}: {out['tokens']:>5.0f} tok in {out['decode_s']:6.1f} s "
+                      f"decode ({row['tok_s']:6.1f} tok/s), pass {out['wall_s']:6.1f} s (separate process)", flush=True)
+    by = {(r["weights"], r["dtype"], r["slots"]): r["tok_s"] for r in rows}
+    ratios = []
+    names = sorted({r["weights"] for r in rows if r["weights"] not in ("fp32", "llama.cpp")})
+    for slots in args.slots:
+        base, theirs = by.get(("fp32", "float32", slots)), by.get(("llama.cpp", "gguf", slots))
+        for w in names:
+            ours = by.get((w, "float32", slots))
+            if ours is None:
+                continue
+            ratios.append({"weights": w, "slots": slots, "vs_fp32": ours / base if base else None,
+                           "vs_llama_cpp": ours / theirs if theirs else None})
     summary = {"model": args.model, "problems": len(texts), "budget": args.budget, "machine": limits,
-               "baseline_tokens_per_s": base, "tokens_per_s": fp32,
-               "tokens_per_s_bf16": {str(r["slots"]): r["tokens_per_s"] for r in rows if r["dtype"] == "bfloat16"},
-               "best_slots": int(best), "speedup_best": fp32[best] / base, "rows": rows,
-               "llama_cpp_tokens_per_s": next((r["tokens_per_s"] for r in rows if r["config"] == "llama.cpp"), None),
-               "llama_cpp_batched_tokens_per_s": {str(r["llama_cpp_slots"]): r["tokens_per_s"] for r in rows
-                                                  if r.get("llama_cpp_slots")},
+               "cpu": _cpu(), "rows": rows, "ratios": ratios,
                "bf16_answers": compare_answers(items, rows), "bf16_unsupported": bf16_problem}
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"best fp32: B={best}, {fp32[best]:.1f} tok/s = {fp32[best] / base:.1f}x the one-at-a-time path "
-              f"({base:.1f} tok/s); machine: {limits['float32']['memory_bytes_per_s'] / 1e9:.1f} GB/s copy, "
-              f"{limits['float32']['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s oneDNN fp32")
+        print(f"machine: {_cpu()}; {limits['memory_bytes_per_s'] / 1e9:.1f} GB/s copy, "
+              f"{limits['matmul_flop_per_s'] / 1e9:.0f} GFLOP/s oneDNN fp32")
+        for r in ratios:
+            vs_l = f", {r['vs_llama_cpp']:.2f}x llama.cpp" if r["vs_llama_cpp"] else ""
+            vs_f = f"{r['vs_fp32']:.2f}x fp32" if r["vs_fp32"] else "fp32 not measured"
+            print(f"B={r['slots']}: {r['weights']} {by[(r['weights'], 'float32', r['slots'])]:.1f} tok/s = {vs_f}{vs_l}")
         for c in summary["bf16_answers"]:
-            print(f"B={c['slots']}: bfloat16 {summary['tokens_per_s_bf16'][str(c['slots'])]:.1f} tok/s vs float32 "
-                  f"{fp32[str(c['slots'])]:.1f} ({summary['tokens_per_s_bf16'][str(c['slots'])] / fp32[str(c['slots'])]:.2f}x); "
-                  f"same answer on {c['same_answer']}/{c['problems']} problems (an answer stated: float32 "
-                  f"{c['answered_float32']}, bfloat16 {c['answered_bfloat16']}); correct: float32 "
-                  f"{c['correct_float32']}, bfloat16 {c['correct_bfloat16']}")
-        if summary["llama_cpp_tokens_per_s"]:
-            print(f"best fp32 batched vs llama.cpp (q4_k_m, one sequence): "
-                  f"{fp32[best] / summary['llama_cpp_tokens_per_s']:.2f}x")
-        theirs = summary["llama_cpp_batched_tokens_per_s"]
-        for b, tps in theirs.items():
-            print(f"B={b}: ours fp32 {fp32[b]:.1f} tok/s vs llama.cpp batched {tps:.1f} ({fp32[b] / tps:.2f}x); "
-                  f"best of each: {fp32[best] / max(theirs.values()):.2f}x")
+            print(f"B={c['slots']}: bfloat16 vs float32 same answer on {c['same_answer']}/{c['problems']} problems; "
+                  f"correct: float32 {c['correct_float32']}, bfloat16 {c['correct_bfloat16']}")
     return 0
+
+
+def _cpu() -> str:
+    from flywheel.engine import device_name
+
+    return device_name(torch.device("cpu"))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,31 @@ DEFAULT_MODEL = "gemma3-270m"
 #: Overrides the model profile's prompt format (`plain` or `chat`), e.g. for a local instruct checkpoint.
 ENV_PROMPT_FORMAT = "FLYWHEEL_PROMPT_FORMAT"
 DEFAULT_LIBRARY = Path("library")
+#: Which weights run the linears (`flywheel.kernels`): `fp32` (the GGUF dequantized, oneDNN), `q-f32a` (the
+#: GGUF's blocks, exact weights, fp32 activations) or `q-i8a` (the blocks with per-row int8 activations,
+#: integer dot products). `default` names the fastest mode that met the accuracy target (BENCHMARKS.md,
+#: "Weights"); a model without GGUF blocks, or a machine that cannot build the kernel, runs fp32.
+ENV_WEIGHTS = "FLYWHEEL_WEIGHTS"
+WeightsName = Literal["fp32", "q-f32a", "q-i8a"]
+WEIGHTS: tuple[WeightsName, ...] = get_args(WeightsName)
+DEFAULT_WEIGHTS: WeightsName = "q-i8a"
+
+
+def weights_name(value: str | None = None) -> str:
+    """`value`, else `FLYWHEEL_WEIGHTS`, else `default`; checked (`default` is kept: `resolve_weights` names it)."""
+    name = value or os.environ.get(ENV_WEIGHTS) or "default"
+    if name != "default" and name not in WEIGHTS:
+        from flywheel.errors import InputError
+
+        raise InputError(f"weights {name!r} are not known", hint=f"one of default, {', '.join(WEIGHTS)}")
+    return name
+
+
+def resolve_weights(name: str) -> WeightsName:
+    """The mode `name` runs: `default` is `DEFAULT_WEIGHTS`."""
+    return DEFAULT_WEIGHTS if name == "default" else name  # type: ignore[return-value]
+
+
 #: Fixed intra-op thread count: reductions split differently across thread counts, so logits
 #: are only reproducible byte for byte under the same count.
 DEFAULT_THREADS = 2

@@ -73,8 +73,14 @@ SLOT_ATTENTION = "flywheel_slots"
 PREFILL_CHUNK = 64
 #: Names the decode kernel path; bump it when the step's arithmetic changes (it changes bits).
 KERNEL_PATH = f"slots-v3:onednn-linear+per-slot-sdpa-folded-heads+step-prefill-{PREFILL_CHUNK}"
-#: Rows every step runs at least: oneDNN takes a different (GEMV) path for a single row.
+#: Rows every step runs at least: oneDNN takes a different (GEMV) path for a single row. A model whose
+#: linears all run the qgemm kernel (`flywheel.kernels`: the same path for every M) needs no dummy row.
 MIN_ROWS = 2
+
+
+def min_rows(engine: Engine) -> int:
+    """`MIN_ROWS`, or 1 where no oneDNN linear is left in the model (`Engine.load` with quantized weights)."""
+    return 1 if not any(isinstance(m, torch.nn.Linear) for m in engine.model.modules()) else MIN_ROWS
 #: Tokens of a slot's tail the calculator reads for `expression =` (longer than any expression it computes).
 CALCULATOR_TAIL = 48
 #: Most re-picks a grounded slot makes in one step before its first pick stands (flywheel.grounding).
@@ -435,6 +441,15 @@ def onednn_dtype_problem(dtype: torch.dtype) -> str | None:
     return None
 
 
+def _min_rows_of(engine: Engine) -> int:
+    """`min_rows`, computed once per model (a walk over its modules)."""
+    model: Any = engine.model
+    rows = getattr(model, "_flywheel_min_rows", None)
+    if rows is None:
+        rows = model._flywheel_min_rows = min_rows(engine)
+    return int(rows)
+
+
 def _install_onednn_linears(engine: Engine) -> None:
     """Give every `nn.Linear` of the model a oneDNN weight copy and a forward that uses it in a step.
 
@@ -496,6 +511,7 @@ def decode_step(engine: Engine, slots: list[SlotKV | None], feeds: list[list[int
     meaningless).
     """
     _install_onednn_linears(engine)
+    rows_at_least = _min_rows_of(engine)
     pad = engine.tokenizer.pad_token_id or 0
     ids: list[int] = []
     positions: list[int] = []
@@ -513,12 +529,12 @@ def decode_step(engine: Engine, slots: list[SlotKV | None], feeds: list[list[int
         counts.append(len(feed))
         live.append(slot)
     last = (torch.tensor(counts).cumsum(0) - 1).tolist()   # each slot's last row: its logits
-    while len(ids) < MIN_ROWS:                       # a dummy row no slot reads
+    while len(ids) < rows_at_least:                  # a dummy row no slot reads
         ids.append(pad)
         positions.append(0)
         counts.append(1)
         live.append(None)
-    keep = last + [last[-1]] * (MIN_ROWS - len(last))   # the output projection runs on >= MIN_ROWS rows too
+    keep = last + [last[-1]] * (rows_at_least - len(last))   # the output projection runs on as many rows
     input_ids = torch.tensor([ids], dtype=torch.long, device=engine.device)           # (1, N)
     position_ids = torch.tensor([positions], dtype=torch.long, device=engine.device)  # (1, N)
     step = _StepCache(live, counts)

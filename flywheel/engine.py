@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import sys
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +22,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
-from flywheel import ARTIFACT_FORMAT_VERSION, config, modelzoo, sampling
+from flywheel import ARTIFACT_FORMAT_VERSION, config, kernels, modelzoo, sampling
 from flywheel.domain import FingerprintDigest, canonical_json, json_sha256
 from flywheel.errors import InputError, ModelError
 from flywheel.prompts import PLAIN, PromptFormat, PromptText, make_format
@@ -40,6 +41,8 @@ class EngineSettings:
     threads: int = config.DEFAULT_THREADS  # fixed: reductions split by thread count
     device: str = "cpu"
     prefill_chunk: int = 256             # the schedule: prefix tokens per forward pass
+    #: which weights run the linears (`config.WEIGHTS` or `default`; FLYWHEEL_WEIGHTS, else `default`)
+    weights: str = field(default_factory=config.weights_name)
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,10 @@ def _weights_sha256(model_dir: Path) -> str:
     Each file's SHA-256 is remembered beside its size, mtime and inode (`modelzoo.file_sha256`):
     an unchanged file is not read again (7 GB for Qwen2.5-Coder 1.5B), a changed one is re-hashed.
     """
-    files = sorted(model_dir.glob("*.safetensors"))
+    from flywheel.kernels.prepared import BLOCKS_PREFIX
+
+    # the kernel's block file is not the model's weights: it has its own SHA-256 (fingerprint `extra`)
+    files = sorted(f for f in model_dir.glob("*.safetensors") if not f.name.startswith(BLOCKS_PREFIX))
     if not files:
         raise ModelError(f"no *.safetensors weights in {model_dir}",
                          hint="only safetensors checkpoints are loaded (no pickle-based .bin files)")
@@ -189,6 +195,35 @@ def _weights_sha256(model_dir: Path) -> str:
     for f in files:
         h.update(f.name.encode() + b"\0" + modelzoo.file_sha256(f).encode())
     return h.hexdigest()
+
+
+def _weights_to_run(name: str, settings: EngineSettings, progress: bool) -> str:
+    """The weights mode this load runs: the one asked for; `default` falls back to fp32 (one line) where the
+    kernel cannot run or the model has no GGUF blocks, an explicitly named mode is refused there instead."""
+    weights = config.resolve_weights(config.weights_name(settings.weights))
+    if weights == "fp32":
+        return weights
+    why = ("only packaged GGUF models have blocks" if name not in modelzoo.PACKAGED else
+           "the kernel runs on the CPU only" if settings.device != "cpu" else
+           "the kernel needs float32 activations" if settings.dtype != "float32" else kernels.problem())
+    if why is None:
+        return weights
+    if settings.weights != "default":
+        raise InputError(f"--weights {weights} cannot run {name}: {why}", hint="use --weights fp32")
+    if progress and name in modelzoo.PACKAGED:
+        print(f"[flywheel] running {name} on fp32 weights: {why}", file=sys.stderr, flush=True)
+    return "fp32"
+
+
+def _install_blocks(model: PreTrainedModel, name: str, model_dir: Path, weights: str) -> dict[str, str]:
+    """Swap the model's linears for the kernel over its GGUF blocks; what the fingerprint adds (`extra`)."""
+    from flywheel.kernels import KERNEL_VERSION, linear, prepared
+
+    modelzoo.ensure_blocks(name, model_dir)
+    packed, sha = prepared.read_blocks(model_dir)
+    isa = kernels.variant()
+    linear.install(model, packed, weights, isa)
+    return {"weights": weights, "kernel": KERNEL_VERSION, "isa": isa, "blocks_sha256": sha}
 
 
 class Engine:
@@ -252,8 +287,11 @@ class Engine:
             transformers_version=transformers.__version__,
             config_sha256=config_sha256(model.config),
         )
+        weights = _weights_to_run(name, settings, progress)
+        if weights != "fp32":
+            fingerprint = replace(fingerprint, extra=_install_blocks(model, name, model_dir, weights))
         fmt = prompt_format or os.environ.get(config.ENV_PROMPT_FORMAT) or modelzoo.profile_of(name, model_dir).prompt_format
-        return cls(model, tokenizer, fingerprint, settings, make_format(fmt, tokenizer, name))
+        return cls(model, tokenizer, fingerprint, replace(settings, weights=weights), make_format(fmt, tokenizer, name))
 
     @property
     def lock(self) -> threading.RLock:

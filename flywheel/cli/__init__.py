@@ -155,6 +155,17 @@ def _set_model(ctx: click.Context, _param: click.Parameter, value: str | None) -
         settings.model = value
 
 
+def _set_weights(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """`--weights NAME`: checked, then handed to every engine this command loads through FLYWHEEL_WEIGHTS
+    (the one place `EngineSettings` reads it; worker processes inherit it)."""
+    if value is not None:
+        os.environ[config.ENV_WEIGHTS] = config.weights_name(value)
+
+
+_WEIGHTS_HELP = (f"Weights the linears run: default, {', '.join(config.WEIGHTS)} (env {config.ENV_WEIGHTS}; default is "
+                 f"{config.DEFAULT_WEIGHTS} where the kernel and the model's GGUF blocks are, else fp32).")
+
+
 def _settings(ctx: click.Context) -> Settings | None:
     obj = ctx.find_root().obj
     return obj if isinstance(obj, Settings) else None
@@ -169,6 +180,7 @@ def _global_options() -> list[click.Option]:
                      help="Catalog SQLAlchemy URL (global option)."),
         click.Option(["--model"], default=None, expose_value=False, callback=_set_model,
                      help="Model name or local path (global option)."),
+        click.Option(["--weights"], default=None, expose_value=False, callback=_set_weights, help=_WEIGHTS_HELP),
     ]
 
 
@@ -188,12 +200,13 @@ def _carry_global_options(command: click.Command) -> None:
               help=f"Catalog SQLAlchemy URL (env {config.ENV_DB}, default SQLite in the library).")
 @click.option("--model", "model", default=None,
               help=f"Model name or local path (env {config.ENV_MODEL}, default {config.DEFAULT_MODEL}).")
+@click.option("--weights", default=None, expose_value=False, callback=_set_weights, help=_WEIGHTS_HELP)
 @click.version_option(package_name="kv-flywheel")
 @click.pass_context
 def main(ctx: click.Context, library: Path | None, db_url: str | None, model: str | None) -> None:
     """kv-flywheel: verified solutions deposited once as byte-exact KV artifacts, grafted on reuse.
 
-    --library, --db and --model may also follow the sub-command.
+    --library, --db, --model and --weights may also follow the sub-command.
 
     \b
     Examples:

@@ -114,7 +114,8 @@ def prepare_model(ctx: click.Context, as_json: bool) -> None:
         click.echo(json.dumps({**fp.to_dict(), "digest": fp.digest}, indent=2))
     else:
         click.echo(f"{fp.model}: fingerprint {fp.digest}\n  weights {fp.weights_sha256}\n  tokenizer {fp.tokenizer_sha256}"
-                   f"\n  {fp.dtype}, {fp.attn_implementation}, {fp.device_name}, {fp.threads} threads")
+                   f"\n  {fp.dtype}, {fp.attn_implementation}, {fp.device_name}, {fp.threads} threads"
+                   f"\n  weights {engine.settings.weights}" + (f" ({fp.extra['kernel']} on {fp.extra['isa']})" if fp.extra.get("kernel") else ""))
 
 
 @click.command("graft")

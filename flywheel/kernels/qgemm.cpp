@@ -141,67 +141,94 @@ void tile_i8a_portable(const Problem& p, int64_t nt) {
   }
 }
 
+// ---- row blocks: R rows of one tile, R a compile-time constant so accumulators stay in registers ----
+
+// Runs `Block<R>::run(p, nt, r0)` over all rows of tile `nt`, R = MaxR while enough rows remain,
+// then the remainder with a smaller R (each row's arithmetic is the same whatever R it ran in).
+template <template <int> class Block, int MaxR>
+struct RowBlocks {
+  static void run(const Problem& p, int64_t nt) {
+    int64_t r0 = 0;
+    for (; r0 + MaxR <= p.M; r0 += MaxR) Block<MaxR>::run(p, nt, r0);
+    rest<MaxR - 1>(p, nt, r0);
+  }
+  template <int R>
+  static void rest(const Problem& p, int64_t nt, int64_t r0) {
+    if constexpr (R >= 1) {
+      if (p.M - r0 == R) Block<R>::run(p, nt, r0);
+      else rest<R - 1>(p, nt, r0);
+    }
+  }
+};
+
 // ---- AVX-512 (F + BW + VNNI) ----------------------------------------------------------------------
 
 #define FW_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma")))
 
-FW_AVX512 void tile_f32a_avx512(const Problem& p, int64_t nt) {
-  constexpr int R = 8;
-  const int64_t groups = p.K / p.G;
-  const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-  const __m512i mask = _mm512_set1_epi32(0xFF);
-  const __m512i off = _mm512_set1_epi32(p.code_offset);
-  for (int64_t r0 = 0; r0 < p.M; r0 += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, p.M - r0));
+template <int R>
+struct F32aAvx512 {
+  FW_AVX512 static void run(const Problem& p, int64_t nt, int64_t r0) {
+    const int64_t groups = p.K / p.G;
+    const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
+    const __m512i mask = _mm512_set1_epi32(0xFF);
+    const __m512i off = _mm512_set1_epi32(p.code_offset);
+    const bool has_o = p.offsets != nullptr;
     __m512 acc[R];
+#pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       const __m512 s = _mm512_loadu_ps(p.scales + (nt * groups + g) * kTile);
-      const bool has_o = p.offsets != nullptr;
       const __m512 o = has_o ? _mm512_loadu_ps(p.offsets + (nt * groups + g) * kTile) : _mm512_setzero_ps();
       for (int64_t k4 = g * p.G / 4; k4 < (g + 1) * p.G / 4; ++k4) {
         const __m512i v = _mm512_loadu_si512(tile_codes + k4 * kTile * 4);
+#pragma GCC unroll 4
         for (int b = 0; b < 4; ++b) {
           const __m512i c = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(v, 8 * b), mask), off);
           __m512 w = _mm512_mul_ps(s, _mm512_cvtepi32_ps(c));
           if (has_o) w = _mm512_add_ps(w, o);
-          const int64_t k = k4 * 4 + b;
-          for (int i = 0; i < rows; ++i)
-            acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(p.x[(r0 + i) * p.K + k]), w, acc[i]);
+          const float* xk = p.x + r0 * p.K + k4 * 4 + b;
+#pragma GCC unroll 16
+          for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(xk[i * p.K]), w, acc[i]);
         }
       }
     }
-    for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
       alignas(64) float a[kTile];
       _mm512_store_ps(a, acc[i]);
       store_tile(p, r0 + i, nt, a);
     }
   }
-}
+};
 
-FW_AVX512 void tile_i8a_avx512(const Problem& p, int64_t nt) {
-  constexpr int R = 8;
-  const int64_t groups = p.K / p.G;
-  const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-  for (int64_t r0 = 0; r0 < p.M; r0 += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, p.M - r0));
+template <int R>
+struct I8aAvx512 {
+  FW_AVX512 static void run(const Problem& p, int64_t nt, int64_t r0) {
+    const int64_t groups = p.K / p.G;
+    const int64_t k4_per_group = p.G / 4;
+    const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
+    const bool has_o = p.offsets != nullptr;
+    const int32_t* xq4[R];   // each row's int8 activations, four at a time
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) xq4[i] = reinterpret_cast<const int32_t*>(p.xq + (r0 + i) * p.K);
     __m512 acc[R];
+#pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       __m512i isum[R];
+#pragma GCC unroll 16
       for (int i = 0; i < R; ++i) isum[i] = _mm512_setzero_si512();
-      for (int64_t k4 = g * p.G / 4; k4 < (g + 1) * p.G / 4; ++k4) {
-        const __m512i w = _mm512_loadu_si512(tile_codes + k4 * kTile * 4);   // u8: c + code_offset
-        for (int i = 0; i < rows; ++i) {
-          int32_t xb;
-          std::memcpy(&xb, p.xq + (r0 + i) * p.K + k4 * 4, 4);
-          isum[i] = _mm512_dpbusd_epi32(isum[i], w, _mm512_set1_epi32(xb));
-        }
+      const uint8_t* wg = tile_codes + g * k4_per_group * kTile * 4;
+      for (int64_t j = 0; j < k4_per_group; ++j) {
+        const __m512i w = _mm512_loadu_si512(wg + j * kTile * 4);   // u8: c + code_offset
+        const int64_t k4 = g * k4_per_group + j;
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) isum[i] = _mm512_dpbusd_epi32(isum[i], w, _mm512_set1_epi32(xq4[i][k4]));
       }
       const __m512 s = _mm512_loadu_ps(p.scales + (nt * groups + g) * kTile);
-      const bool has_o = p.offsets != nullptr;
       const __m512 o = has_o ? _mm512_loadu_ps(p.offsets + (nt * groups + g) * kTile) : _mm512_setzero_ps();
-      for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
         const int64_t r = r0 + i;
         const float d = p.xd[r * (p.K / kQBlock) + (g * p.G) / kQBlock];
         const int32_t qs = p.qsum[r * groups + g];
@@ -212,64 +239,64 @@ FW_AVX512 void tile_i8a_avx512(const Problem& p, int64_t nt) {
         if (has_o) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(qs)), _mm512_mul_ps(o, vd), acc[i]);
       }
     }
-    for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
       alignas(64) float a[kTile];
       _mm512_store_ps(a, acc[i]);
       store_tile(p, r0 + i, nt, a);
     }
   }
-}
+};
 
 // ---- AVX2 + FMA (two 8-lane halves per tile) --------------------------------------------------------
 
 #define FW_AVX2 __attribute__((target("avx2,fma")))
 
-FW_AVX2 void tile_f32a_avx2(const Problem& p, int64_t nt) {
-  constexpr int R = 4;
-  const int64_t groups = p.K / p.G;
-  const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-  const __m256i mask = _mm256_set1_epi32(0xFF);
-  const __m256i off = _mm256_set1_epi32(p.code_offset);
-  for (int64_t r0 = 0; r0 < p.M; r0 += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, p.M - r0));
+template <int R>
+struct F32aAvx2 {
+  FW_AVX2 static void run(const Problem& p, int64_t nt, int64_t r0) {
+    const int64_t groups = p.K / p.G;
+    const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
+    const __m256i mask = _mm256_set1_epi32(0xFF);
+    const __m256i off = _mm256_set1_epi32(p.code_offset);
+    const bool has_o = p.offsets != nullptr;
     __m256 acc[R][2];
+#pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       const float* sp = p.scales + (nt * groups + g) * kTile;
-      const __m256 s[2] = {_mm256_loadu_ps(sp), _mm256_loadu_ps(sp + 8)};
-      const bool has_o = p.offsets != nullptr;
       const float* op = has_o ? p.offsets + (nt * groups + g) * kTile : nullptr;
-      const __m256 o[2] = {has_o ? _mm256_loadu_ps(op) : _mm256_setzero_ps(),
-                           has_o ? _mm256_loadu_ps(op + 8) : _mm256_setzero_ps()};
       for (int64_t k4 = g * p.G / 4; k4 < (g + 1) * p.G / 4; ++k4) {
         const uint8_t* chunk = tile_codes + k4 * kTile * 4;
-        const __m256i v[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk)),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32))};
-        for (int b = 0; b < 4; ++b) {
-          const int64_t k = k4 * 4 + b;
-          for (int h = 0; h < 2; ++h) {
-            const __m256i c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(v[h], 8 * b), mask), off);
-            __m256 w = _mm256_mul_ps(s[h], _mm256_cvtepi32_ps(c));
-            if (has_o) w = _mm256_add_ps(w, o[h]);
-            for (int i = 0; i < rows; ++i)
-              acc[i][h] = _mm256_fmadd_ps(_mm256_set1_ps(p.x[(r0 + i) * p.K + k]), w, acc[i][h]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32 * h));
+          const __m256 s = _mm256_loadu_ps(sp + 8 * h);
+#pragma GCC unroll 4
+          for (int b = 0; b < 4; ++b) {
+            const __m256i c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(v, 8 * b), mask), off);
+            __m256 w = _mm256_mul_ps(s, _mm256_cvtepi32_ps(c));
+            if (has_o) w = _mm256_add_ps(w, _mm256_loadu_ps(op + 8 * h));
+            const float* xk = p.x + r0 * p.K + k4 * 4 + b;
+#pragma GCC unroll 16
+            for (int i = 0; i < R; ++i) acc[i][h] = _mm256_fmadd_ps(_mm256_set1_ps(xk[i * p.K]), w, acc[i][h]);
           }
         }
       }
     }
-    for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
       alignas(32) float a[kTile];
       _mm256_store_ps(a, acc[i][0]);
       _mm256_store_ps(a + 8, acc[i][1]);
       store_tile(p, r0 + i, nt, a);
     }
   }
-}
+};
 
 // 8 lanes' 4-byte dot products, exact: u8 codes widened to int16 against int16 activations
 // (vpmaddwd: two products a lane-pair, no saturation), pairs added horizontally.
 FW_AVX2 inline __m256i dot4_avx2(__m256i codes32, __m256i x16) {
-  // codes32: 8 lanes x 4 bytes. Widen each half (4 lanes x 4 bytes = 16 bytes) to 16 int16.
   const __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(codes32));        // lanes 0..3
   const __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(codes32, 1));   // lanes 4..7
   const __m256i plo = _mm256_madd_epi16(lo, x16);   // [l0:k01, l0:k23, l1:k01, l1:k23 | l2.., l3..]
@@ -279,38 +306,42 @@ FW_AVX2 inline __m256i dot4_avx2(__m256i codes32, __m256i x16) {
   return _mm256_permutevar8x32_epi32(sum, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
 }
 
-FW_AVX2 void tile_i8a_avx2(const Problem& p, int64_t nt) {
-  constexpr int R = 4;
-  const int64_t groups = p.K / p.G;
-  const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-  for (int64_t r0 = 0; r0 < p.M; r0 += R) {
-    const int rows = static_cast<int>(std::min<int64_t>(R, p.M - r0));
+template <int R>
+struct I8aAvx2 {
+  FW_AVX2 static void run(const Problem& p, int64_t nt, int64_t r0) {
+    const int64_t groups = p.K / p.G;
+    const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
+    const bool has_o = p.offsets != nullptr;
     __m256 acc[R][2];
+#pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
       __m256i isum[R][2];
+#pragma GCC unroll 16
       for (int i = 0; i < R; ++i) isum[i][0] = isum[i][1] = _mm256_setzero_si256();
       for (int64_t k4 = g * p.G / 4; k4 < (g + 1) * p.G / 4; ++k4) {
         const uint8_t* chunk = tile_codes + k4 * kTile * 4;
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk));
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32));
-        for (int i = 0; i < rows; ++i) {
-          const int8_t* xq = p.xq + (r0 + i) * p.K + k4 * 4;
-          const __m256i x16 = _mm256_set1_epi64x(
-              static_cast<int64_t>(static_cast<uint16_t>(xq[0])) | (static_cast<int64_t>(static_cast<uint16_t>(xq[1])) << 16) |
-              (static_cast<int64_t>(static_cast<uint16_t>(xq[2])) << 32) | (static_cast<int64_t>(static_cast<uint16_t>(xq[3])) << 48));
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+          // four int8 activations sign-extended to int16, repeated for every lane
+          int32_t x4;
+          std::memcpy(&x4, p.xq + (r0 + i) * p.K + k4 * 4, 4);
+          const __m256i x16 = _mm256_broadcastq_epi64(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(x4)));
           isum[i][0] = _mm256_add_epi32(isum[i][0], dot4_avx2(w0, x16));
           isum[i][1] = _mm256_add_epi32(isum[i][1], dot4_avx2(w1, x16));
         }
       }
       const float* sp = p.scales + (nt * groups + g) * kTile;
-      const bool has_o = p.offsets != nullptr;
       const float* op = has_o ? p.offsets + (nt * groups + g) * kTile : nullptr;
-      for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
         const int64_t r = r0 + i;
         const float d = p.xd[r * (p.K / kQBlock) + (g * p.G) / kQBlock];
         const int32_t qs = p.qsum[r * groups + g];
         const __m256 vd = _mm256_set1_ps(d);
+#pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           const __m256i exact = _mm256_sub_epi32(isum[i][h], _mm256_set1_epi32(p.code_offset * qs));
           acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(_mm256_loadu_ps(sp + 8 * h), vd), acc[i][h]);
@@ -319,14 +350,20 @@ FW_AVX2 void tile_i8a_avx2(const Problem& p, int64_t nt) {
         }
       }
     }
-    for (int i = 0; i < rows; ++i) {
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
       alignas(32) float a[kTile];
       _mm256_store_ps(a, acc[i][0]);
       _mm256_store_ps(a + 8, acc[i][1]);
       store_tile(p, r0 + i, nt, a);
     }
   }
-}
+};
+
+void tile_f32a_avx512(const Problem& p, int64_t nt) { RowBlocks<F32aAvx512, 8>::run(p, nt); }
+void tile_i8a_avx512(const Problem& p, int64_t nt) { RowBlocks<I8aAvx512, 8>::run(p, nt); }
+void tile_f32a_avx2(const Problem& p, int64_t nt) { RowBlocks<F32aAvx2, 3>::run(p, nt); }
+void tile_i8a_avx2(const Problem& p, int64_t nt) { RowBlocks<I8aAvx2, 2>::run(p, nt); }
 
 // ---- dispatch -----------------------------------------------------------------------------------
 
