@@ -197,20 +197,23 @@ def _weights_sha256(model_dir: Path) -> str:
     return h.hexdigest()
 
 
-def _weights_to_run(name: str, settings: EngineSettings, progress: bool) -> str:
+def _weights_to_run(name: str, model_dir: Path, settings: EngineSettings, progress: bool) -> str:
     """The weights mode this load runs: the one asked for; `default` falls back to fp32 (one line) where the
     kernel cannot run or the model has no GGUF blocks, an explicitly named mode is refused there instead."""
     weights = config.resolve_weights(config.weights_name(settings.weights))
     if weights == "fp32":
         return weights
-    why = ("only packaged GGUF models have blocks" if name not in modelzoo.PACKAGED else
+    from flywheel.kernels.prepared import has_blocks
+
+    no_blocks = name not in modelzoo.PACKAGED and not has_blocks(model_dir)
+    why = ("it has no GGUF blocks (packaged models have)" if no_blocks else
            "the kernel runs on the CPU only" if settings.device != "cpu" else
            "the kernel needs float32 activations" if settings.dtype != "float32" else kernels.problem())
     if why is None:
         return weights
     if settings.weights != "default":
         raise InputError(f"--weights {weights} cannot run {name}: {why}", hint="use --weights fp32")
-    if progress and name in modelzoo.PACKAGED:
+    if progress and not no_blocks:
         print(f"[flywheel] running {name} on fp32 weights: {why}", file=sys.stderr, flush=True)
     return "fp32"
 
@@ -287,7 +290,7 @@ class Engine:
             transformers_version=transformers.__version__,
             config_sha256=config_sha256(model.config),
         )
-        weights = _weights_to_run(name, settings, progress)
+        weights = _weights_to_run(name, model_dir, settings, progress)
         if weights != "fp32":
             fingerprint = replace(fingerprint, extra=_install_blocks(model, name, model_dir, weights))
         fmt = prompt_format or os.environ.get(config.ENV_PROMPT_FORMAT) or modelzoo.profile_of(name, model_dir).prompt_format

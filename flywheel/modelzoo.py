@@ -350,7 +350,7 @@ def ensure_blocks(name: str, model_dir: Path, *, progress: bool = True) -> None:
     located again (SHA-256 checked), its linears' blocks decoded, checked against the fp32 weights, packed."""
     from flywheel.kernels import prepared
 
-    if (model_dir / prepared.BLOCKS_RECORD).is_file() and (model_dir / prepared.BLOCKS_FILE).is_file():
+    if prepared.has_blocks(model_dir):
         return
     if name not in PACKAGED:
         raise ModelError(f"{name} has no GGUF blocks (only packaged models do)", hint="use --weights fp32")

@@ -88,3 +88,42 @@ def build_tiny_model(kind: Kind, path: Path, *, seed: int = 0, layers: int = 4, 
     model.save_pretrained(path, safe_serialization=True)
     _byte_tokenizer(path, chat=kind == "qwen2")
     return path
+
+
+def add_tiny_blocks(path: Path, types: tuple[str, ...] = ("Q8_0", "Q4_K", "Q6_K")) -> Path:
+    """Give a tiny model GGUF-like blocks (as a packaged model has): each linear, in turn of `types`, is
+    quantized to int codes x fp16-valued scales (+ offsets for Q4_K), its fp32 weight in `model.safetensors`
+    replaced by exactly what the blocks stand for, and the block file written (`flywheel.kernels.prepared`).
+    Codes come from rounding here, not from a GGUF file; the layout and numerics are the real ones."""
+    import numpy as np
+    from safetensors.torch import load_file, save_file
+
+    from flywheel.kernels import blocks as kb
+    from flywheel.kernels import prepared
+
+    path = Path(path)
+    state = load_file(str(path / "model.safetensors"))
+    _, linears = prepared._linear_names(path)
+    packed = {}
+    for i, name in enumerate(linears):
+        key = f"{name}.weight" if f"{name}.weight" in state else "model.embed_tokens.weight"
+        w = state[key].numpy().astype(np.float32)
+        kind = types[i % len(types)]
+        group = 16 if kind == "Q6_K" else 32
+        g = w.reshape(w.shape[0], -1, group)
+        offsets = None
+        if kind == "Q4_K":
+            lo, hi = g.min(axis=2), g.max(axis=2)
+            scales = ((hi - lo) / 15).astype(np.float16).astype(np.float32)
+            offsets = lo.astype(np.float16).astype(np.float32)
+            codes = np.clip(np.rint((g - offsets[..., None]) / np.where(scales == 0, 1, scales)[..., None]), 0, 15)
+        else:
+            top = 127 if kind == "Q8_0" else 31
+            scales = (np.abs(g).max(axis=2) / top).astype(np.float16).astype(np.float32)
+            codes = np.clip(np.rint(g / np.where(scales == 0, 1, scales)[..., None]), -top - (kind == "Q6_K"), top)
+        blocks = kb.Blocks(kind, codes.reshape(w.shape).astype(np.int16), scales, offsets, group)
+        state[key] = kb.dequantize(blocks).contiguous()
+        packed[name] = kb.pack(blocks)
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+    prepared.save_blocks(path, packed, "tiny:" + ",".join(types))
+    return path

@@ -32,10 +32,11 @@ import torch
 
 from flywheel import config
 from flywheel.errors import InputError
+from flywheel.kernels.blocks import Packed
 
 SOURCE = Path(__file__).with_name("qgemm.cpp")
 #: Bump with any change to qgemm.cpp's arithmetic (it changes bits): part of every quantized fingerprint.
-KERNEL_VERSION = "qgemm-v1"
+KERNEL_VERSION = "qgemm-v2"
 #: Forces a variant at or below what the CPU supports (`portable`, `avx2`, `avx512-vnni`): for tests and
 #: for benchmarking the AVX2 path on an AVX-512 host.
 ENV_ISA = "FLYWHEEL_KERNEL_ISA"
@@ -76,8 +77,10 @@ def load(*, verbose: bool = False) -> str | None:
             if not hasattr(torch.ops.flywheel_qgemm, "qlinear"):
                 _build(verbose)
         except Exception as err:  # a missing compiler, ninja or header: the fp32 path still runs
-            first = str(err).strip().splitlines()
-            problem = f"the qgemm kernel could not be built here ({first[-1] if first else type(err).__name__})"
+            lines = str(err).strip().splitlines()
+            said = next((ln.strip() for ln in lines if "error" in ln.lower() and "build stopped" not in ln),
+                        lines[-1] if lines else type(err).__name__)
+            problem = f"the qgemm kernel could not be built here ({said[:300]})"
         _state["problem"] = problem
         return problem or None
 
@@ -103,15 +106,14 @@ def variant() -> str:
     return forced
 
 
-def qlinear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, offsets: torch.Tensor,
-            bias: torch.Tensor | None, *, n: int, group: int, code_offset: int, mode: str,
+def qlinear(x: torch.Tensor, packed: Packed, bias: torch.Tensor | None, *, mode: str,
             isa: str | None = None) -> torch.Tensor:
     """y = x @ W.T (+ bias) for W in packed blocks (`blocks.pack`); x (M, K) float32 -> (M, N)."""
     runs = variant()   # builds and loads the kernel on first use
     isa = isa or runs
     return torch.ops.flywheel_qgemm.qlinear(
-        x, codes, scales, offsets, bias if bias is not None else _EMPTY, n, group, code_offset,
-        MODES[mode], VARIANTS.index(isa))
+        x, packed.codes, packed.scales, packed.offsets, bias if bias is not None else _EMPTY,
+        packed.n, packed.group, MODES[mode], VARIANTS.index(isa))
 
 
 _EMPTY = torch.empty(0, dtype=torch.float32)

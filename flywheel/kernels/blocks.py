@@ -39,11 +39,6 @@ class Blocks:
     offsets: np.ndarray | None   # (N, K // group) float32, or None for symmetric types
     group: int
 
-    @property
-    def code_offset(self) -> int:
-        """What `pack` adds to a code to store it as uint8: 128 for signed codes, 0 for unsigned."""
-        return 0 if int(self.codes.min(initial=0)) >= 0 else 128
-
     def permute_rows(self, order: np.ndarray) -> Blocks:
         return Blocks(self.type_name, self.codes[order], self.scales[order],
                       None if self.offsets is None else self.offsets[order], self.group)
@@ -136,33 +131,48 @@ def dequantize(blocks: Blocks) -> torch.Tensor:
 class Packed:
     """`Blocks` in the kernel's layout (see qgemm.cpp): what a `QuantLinear` holds."""
 
-    codes: torch.Tensor           # uint8 (NT * K/4 * 16 * 4,)
+    codes: torch.Tensor           # uint8 (NT * K/4 * 16 * 4,): code + 128
     scales: torch.Tensor          # float32 (NT, K/G, 16)
     offsets: torch.Tensor         # float32 (NT, K/G, 16), or empty
     n: int
     k: int
     group: int
-    code_offset: int
     type_name: str
 
 
 def pack(blocks: Blocks) -> Packed:
     """Tiles of 16 output features; within a tile, for each 4 inputs, 16 x 4 code bytes. Rows past N are
-    zero codes with zero scales (their outputs are never stored)."""
+    zero codes with zero scales (their outputs are never stored).
+
+    Raises ValueError for K not a multiple of 32, or a code outside -127..127 (no ggml quantizer writes
+    -128; the AVX2 path's sign trick could not take it): the caller keeps that tensor's fp32 weight.
+    """
     n, k = blocks.codes.shape
     if k % 32:
         raise ValueError(f"the kernel needs K divisible by 32, got {k}")
+    if blocks.codes.size and (int(blocks.codes.min()) < -127 or int(blocks.codes.max()) > 127):
+        raise ValueError(f"{blocks.type_name} codes outside -127..127")
     nt = -(-n // TILE)
-    off = blocks.code_offset
-    codes = np.full((nt * TILE, k), off, dtype=np.uint8)
-    codes[:n] = (blocks.codes + off).astype(np.uint8)
+    codes = np.full((nt * TILE, k), 128, dtype=np.uint8)                      # code + 128; padding codes 0
+    codes[:n] = (blocks.codes + 128).astype(np.uint8)
     tiled = codes.reshape(nt, TILE, k // 4, 4).transpose(0, 2, 1, 3)          # (NT, K/4, 16, 4)
 
     def tile(a: np.ndarray) -> torch.Tensor:
-        full = np.zeros((nt * TILE, a.shape[1]), dtype=np.float32)
-        full[:n] = a
+        full = np.zeros((nt * TILE, a.shape[1]), dtype=a.dtype)
+        full[:n] = a[:n]
         return torch.from_numpy(np.ascontiguousarray(full.reshape(nt, TILE, -1).transpose(0, 2, 1)))
 
     offsets = tile(blocks.offsets) if blocks.offsets is not None else torch.empty(0, dtype=torch.float32)
     return Packed(torch.from_numpy(np.ascontiguousarray(tiled).reshape(-1)), tile(blocks.scales), offsets,
-                  n, k, blocks.group, off, blocks.type_name)
+                  n, k, blocks.group, blocks.type_name)
+
+
+def dequantize_packed(p: Packed) -> torch.Tensor:
+    """The fp32 weights (N, K) of packed blocks: `pack` undone, then `dequantize`."""
+    nt = p.scales.shape[0]
+    codes = p.codes.reshape(nt, p.k // 4, TILE, 4).permute(0, 2, 1, 3).reshape(nt * TILE, p.k)[:p.n]
+    def untile(a: torch.Tensor) -> np.ndarray:
+        return a.permute(0, 2, 1).reshape(nt * TILE, -1)[:p.n].numpy()
+    blocks = Blocks(p.type_name, codes.numpy().astype(np.int16) - 128, untile(p.scales),
+                    untile(p.offsets) if p.offsets.numel() else None, p.group)
+    return dequantize(blocks)

@@ -14,17 +14,21 @@ class QuantLinear(torch.nn.Module):
     def __init__(self, packed: Packed, bias: torch.Tensor | None, mode: str, isa: str) -> None:
         super().__init__()
         self.in_features, self.out_features = packed.k, packed.n
-        self.group, self.code_offset, self.type_name = packed.group, packed.code_offset, packed.type_name
+        self.group, self.type_name = packed.group, packed.type_name
         self.mode, self.isa = mode, isa
+        kernels.variant()   # built and loaded here, so the hot path below calls the op directly
+        self._op = torch.ops.flywheel_qgemm.qlinear
+        self._mode_id, self._isa_id = kernels.MODES[mode], kernels.VARIANTS.index(isa)
         self.register_buffer("codes", packed.codes, persistent=False)
         self.register_buffer("scales", packed.scales, persistent=False)
         self.register_buffer("offsets", packed.offsets, persistent=False)
         self.bias = None if bias is None else torch.nn.Parameter(bias.detach().float().contiguous(), requires_grad=False)
+        self._bias = self.bias if self.bias is not None else torch.empty(0, dtype=torch.float32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float().contiguous()          # (M, K)
-        y = kernels.qlinear(rows, self.codes, self.scales, self.offsets, self.bias, n=self.out_features,
-                            group=self.group, code_offset=self.code_offset, mode=self.mode, isa=self.isa)
+        y = self._op(rows, self.codes, self.scales, self.offsets, self._bias, self.out_features,
+                     self.group, self._mode_id, self._isa_id)
         return y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
 
     def extra_repr(self) -> str:

@@ -60,7 +60,6 @@ def write_blocks(gguf_path: Path, model_dir: Path) -> dict[str, Any]:
     """
     from gguf import GGUFReader
     from safetensors import safe_open
-    from safetensors.torch import save_file
 
     from flywheel import modelzoo
 
@@ -68,9 +67,7 @@ def write_blocks(gguf_path: Path, model_dir: Path) -> dict[str, Any]:
     names = _gguf_names(model)
     reader = GGUFReader(str(gguf_path))
     tensors = {t.name: t for t in reader.tensors}
-    out: dict[str, torch.Tensor] = {}
-    meta: dict[str, dict[str, Any]] = {}
-    types: dict[str, int] = {}
+    packed: dict[str, Packed] = {}
     with safe_open(str(model_dir / "model.safetensors"), "pt") as fp32:
         keys = set(fp32.keys())
         for name in linears:
@@ -91,21 +88,41 @@ def write_blocks(gguf_path: Path, model_dir: Path) -> dict[str, Any]:
             if not torch.equal(dequantize(blocks), weight):
                 raise ModelError(f"{name}: the GGUF blocks of {gguf_name} do not reproduce the prepared fp32 weight",
                                  hint="a bug in flywheel/kernels/blocks.py for this block type; run --weights fp32")
-            packed = pack(blocks)
-            out[f"{name}.codes"], out[f"{name}.scales"] = packed.codes, packed.scales
-            if packed.offsets.numel():
-                out[f"{name}.offsets"] = packed.offsets
-            meta[name] = {"type": packed.type_name, "n": packed.n, "k": packed.k, "group": packed.group,
-                          "code_offset": packed.code_offset}
-            types[packed.type_name] = types.get(packed.type_name, 0) + n * k
+            try:
+                packed[name] = pack(blocks)
+            except ValueError:   # a shape or code the kernel does not take: this linear stays fp32
+                continue
+    return save_blocks(model_dir, packed, modelzoo.sha256_file(gguf_path))
+
+
+def save_blocks(model_dir: Path, packed: dict[str, Packed], source_sha256: str) -> dict[str, Any]:
+    """Write `packed` as `BLOCKS_FILE` (atomically) and its record `BLOCKS_RECORD`; returns the record."""
+    from safetensors.torch import save_file
+
+    from flywheel import modelzoo
+
+    out: dict[str, torch.Tensor] = {}
+    meta: dict[str, dict[str, Any]] = {}
+    types: dict[str, int] = {}
+    for name, p in packed.items():
+        out[f"{name}.codes"], out[f"{name}.scales"] = p.codes, p.scales
+        if p.offsets.numel():
+            out[f"{name}.offsets"] = p.offsets
+        meta[name] = {"type": p.type_name, "n": p.n, "k": p.k, "group": p.group}
+        types[p.type_name] = types.get(p.type_name, 0) + p.n * p.k
     target = model_dir / BLOCKS_FILE
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     save_file(out, str(tmp), metadata={"kernel": KERNEL_VERSION, "linears": json.dumps(meta, sort_keys=True)})
     record = {"kernel": KERNEL_VERSION, "linears": len(meta), "weights_by_type": types,
-              "gguf_sha256": modelzoo.sha256_file(gguf_path), "blocks_sha256": modelzoo.sha256_file(tmp)}
+              "gguf_sha256": source_sha256, "blocks_sha256": modelzoo.sha256_file(tmp)}
     os.replace(tmp, target)
     (model_dir / BLOCKS_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True))
     return record
+
+
+def has_blocks(model_dir: Path) -> bool:
+    """Whether `model_dir` holds a block file and its record (a packaged model's, or one a test made)."""
+    return (model_dir / BLOCKS_FILE).is_file() and (model_dir / BLOCKS_RECORD).is_file()
 
 
 def read_blocks(model_dir: Path) -> tuple[dict[str, Packed], str]:
@@ -131,5 +148,5 @@ def read_blocks(model_dir: Path) -> tuple[dict[str, Packed], str]:
         for name, m in meta.items():
             offsets = f.get_tensor(f"{name}.offsets") if f"{name}.offsets" in keys else torch.empty(0, dtype=torch.float32)
             packed[name] = Packed(f.get_tensor(f"{name}.codes"), f.get_tensor(f"{name}.scales"), offsets,
-                                  m["n"], m["k"], m["group"], m["code_offset"], m["type"])
+                                  m["n"], m["k"], m["group"], m["type"])
     return packed, sha

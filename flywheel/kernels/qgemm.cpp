@@ -10,7 +10,8 @@
 //       transformers GGUF loader writes (s * c is exact in fp32 for every block type used).
 //   mode 1 "i8a" (per-row int8 activations, integer dot products):
 //       per 32 columns of a row: d = amax / 127, q = nearbyint(x * (1 / d)) clamped to +-127
-//       acc = 0; for g in order: isum = sum_k q[k]*c[n,k] (int32, exact); qsum = sum_k q[k];
+//       acc = 0; for g in order: isum = sum_k q[k]*c[n,k] (int32, exact, however a variant groups it);
+//            qsum = sum_k q[k];
 //            acc = fma(float(isum), s[n,g] * d, acc); if offsets: acc = fma(float(qsum), o[n,g] * d, acc)
 //       y = acc + bias[n]
 //
@@ -21,9 +22,10 @@
 // -ffp-contract=off and without fast-math: the compiler may not fuse or reorder what is written.
 //
 // Layout (`pack` in flywheel/kernels/blocks.py): output features in tiles of 16 (N padded);
-//   codes  uint8 [NT][K/4][16][4]  byte = c + code_offset (128 for signed codes, 0 for unsigned)
-//   scales f32   [NT][K/G][16]
-//   offsets f32  [NT][K/G][16]     (empty when the block type has none)
+//   codes   uint8 [NT][K/4][16][4]  c + 128, c in -127..127 (never -128: AVX2's sign trick needs |c| <= 127);
+//                                   VNNI multiplies these unsigned bytes by the signed activations directly
+//   scales  f32   [NT][K/G][16]
+//   offsets f32   [NT][K/G][16]     (empty when the block type has none)
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -44,13 +46,12 @@ constexpr int kQBlock = 32;   // activation quantization block (mode i8a)
 
 struct Problem {
   const float* x;          // [M][K]
-  const uint8_t* codes;    // [NT][K/4][16][4]
+  const uint8_t* codes;    // [NT][K/4][16][4], c + 128
   const float* scales;     // [NT][K/G][16]
   const float* offsets;    // [NT][K/G][16] or nullptr
   const float* bias;       // [N] or nullptr
   float* y;                // [M][N]
   int64_t M, K, N, G;
-  int code_offset;
   // mode i8a: the quantized rows
   const int8_t* xq;        // [M][K]
   const float* xd;         // [M][K/32]
@@ -97,7 +98,7 @@ void quantize_rows(const float* x, int64_t M, int64_t K, int64_t G, int8_t* xq, 
 // ---- portable reference (any CPU) ---------------------------------------------------------------
 
 inline int code_at(const Problem& p, int64_t nt, int64_t k, int lane) {
-  return static_cast<int>(p.codes[((nt * (p.K / 4) + k / 4) * kTile + lane) * 4 + (k % 4)]) - p.code_offset;
+  return static_cast<int>(p.codes[((nt * (p.K / 4) + k / 4) * kTile + lane) * 4 + (k % 4)]) - 128;
 }
 
 void tile_f32a_portable(const Problem& p, int64_t nt) {
@@ -170,8 +171,7 @@ struct F32aAvx512 {
   FW_AVX512 static void run(const Problem& p, int64_t nt, int64_t r0) {
     const int64_t groups = p.K / p.G;
     const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-    const __m512i mask = _mm512_set1_epi32(0xFF);
-    const __m512i off = _mm512_set1_epi32(p.code_offset);
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const bool has_o = p.offsets != nullptr;
     __m512 acc[R];
 #pragma GCC unroll 16
@@ -180,10 +180,10 @@ struct F32aAvx512 {
       const __m512 s = _mm512_loadu_ps(p.scales + (nt * groups + g) * kTile);
       const __m512 o = has_o ? _mm512_loadu_ps(p.offsets + (nt * groups + g) * kTile) : _mm512_setzero_ps();
       for (int64_t k4 = g * p.G / 4; k4 < (g + 1) * p.G / 4; ++k4) {
-        const __m512i v = _mm512_loadu_si512(tile_codes + k4 * kTile * 4);
+        const __m512i v = _mm512_xor_si512(_mm512_loadu_si512(tile_codes + k4 * kTile * 4), flip);   // c as int8
 #pragma GCC unroll 4
         for (int b = 0; b < 4; ++b) {
-          const __m512i c = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(v, 8 * b), mask), off);
+          const __m512i c = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);   // byte b, sign-extended
           __m512 w = _mm512_mul_ps(s, _mm512_cvtepi32_ps(c));
           if (has_o) w = _mm512_add_ps(w, o);
           const float* xk = p.x + r0 * p.K + k4 * 4 + b;
@@ -203,14 +203,13 @@ struct F32aAvx512 {
 
 template <int R>
 struct I8aAvx512 {
-  FW_AVX512 static void run(const Problem& p, int64_t nt, int64_t r0) {
+  // KG: groups of four inputs per scale group (G / 4), a constant so the group's dot products unroll fully.
+  template <int KG, bool HAS_O>
+  FW_AVX512 static void body(const Problem& p, int64_t nt, int64_t r0) {
     const int64_t groups = p.K / p.G;
-    const int64_t k4_per_group = p.G / 4;
-    const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-    const bool has_o = p.offsets != nullptr;
-    const int32_t* xq4[R];   // each row's int8 activations, four at a time
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i) xq4[i] = reinterpret_cast<const int32_t*>(p.xq + (r0 + i) * p.K);
+    const int64_t row_k4 = p.K / 4;
+    const uint8_t* tile_codes = p.codes + nt * row_k4 * kTile * 4;
+    const int32_t* xq4 = reinterpret_cast<const int32_t*>(p.xq + r0 * p.K);   // four int8 activations each
     __m512 acc[R];
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
@@ -218,25 +217,26 @@ struct I8aAvx512 {
       __m512i isum[R];
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) isum[i] = _mm512_setzero_si512();
-      const uint8_t* wg = tile_codes + g * k4_per_group * kTile * 4;
-      for (int64_t j = 0; j < k4_per_group; ++j) {
-        const __m512i w = _mm512_loadu_si512(wg + j * kTile * 4);   // u8: c + code_offset
-        const int64_t k4 = g * k4_per_group + j;
+      const uint8_t* wg = tile_codes + g * KG * kTile * 4;
+      const int32_t* xg = xq4 + g * KG;
+#pragma GCC unroll 8
+      for (int j = 0; j < KG; ++j) {
+        const __m512i w = _mm512_loadu_si512(wg + j * kTile * 4);   // unsigned: c + 128
 #pragma GCC unroll 16
-        for (int i = 0; i < R; ++i) isum[i] = _mm512_dpbusd_epi32(isum[i], w, _mm512_set1_epi32(xq4[i][k4]));
+        for (int i = 0; i < R; ++i) isum[i] = _mm512_dpbusd_epi32(isum[i], w, _mm512_set1_epi32(xg[i * row_k4 + j]));
       }
       const __m512 s = _mm512_loadu_ps(p.scales + (nt * groups + g) * kTile);
-      const __m512 o = has_o ? _mm512_loadu_ps(p.offsets + (nt * groups + g) * kTile) : _mm512_setzero_ps();
+      const __m512 o = HAS_O ? _mm512_loadu_ps(p.offsets + (nt * groups + g) * kTile) : _mm512_setzero_ps();
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
         const int64_t r = r0 + i;
         const float d = p.xd[r * (p.K / kQBlock) + (g * p.G) / kQBlock];
         const int32_t qs = p.qsum[r * groups + g];
-        // sum (c + off) q = sum c q + off * sum q: remove the offset, exactly, in integers
-        const __m512i exact = _mm512_sub_epi32(isum[i], _mm512_set1_epi32(p.code_offset * qs));
+        // sum (c + 128) q = sum c q + 128 sum q: remove the 128, exactly, in integers
+        const __m512i exact = _mm512_sub_epi32(isum[i], _mm512_set1_epi32(128 * qs));
         const __m512 vd = _mm512_set1_ps(d);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(s, vd), acc[i]);
-        if (has_o) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(qs)), _mm512_mul_ps(o, vd), acc[i]);
+        if (HAS_O) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(qs)), _mm512_mul_ps(o, vd), acc[i]);
       }
     }
 #pragma GCC unroll 16
@@ -245,6 +245,11 @@ struct I8aAvx512 {
       _mm512_store_ps(a, acc[i]);
       store_tile(p, r0 + i, nt, a);
     }
+  }
+  static void run(const Problem& p, int64_t nt, int64_t r0) {
+    const bool has_o = p.offsets != nullptr;
+    if (p.G == 16) has_o ? body<4, true>(p, nt, r0) : body<4, false>(p, nt, r0);
+    else has_o ? body<8, true>(p, nt, r0) : body<8, false>(p, nt, r0);
   }
 };
 
@@ -257,8 +262,6 @@ struct F32aAvx2 {
   FW_AVX2 static void run(const Problem& p, int64_t nt, int64_t r0) {
     const int64_t groups = p.K / p.G;
     const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-    const __m256i mask = _mm256_set1_epi32(0xFF);
-    const __m256i off = _mm256_set1_epi32(p.code_offset);
     const bool has_o = p.offsets != nullptr;
     __m256 acc[R][2];
 #pragma GCC unroll 16
@@ -270,11 +273,12 @@ struct F32aAvx2 {
         const uint8_t* chunk = tile_codes + k4 * kTile * 4;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32 * h));
+          const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32 * h)),
+                                             _mm256_set1_epi8(static_cast<char>(0x80)));   // c as int8
           const __m256 s = _mm256_loadu_ps(sp + 8 * h);
 #pragma GCC unroll 4
           for (int b = 0; b < 4; ++b) {
-            const __m256i c = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(v, 8 * b), mask), off);
+            const __m256i c = _mm256_srai_epi32(_mm256_slli_epi32(v, 24 - 8 * b), 24);   // byte b, sign-extended
             __m256 w = _mm256_mul_ps(s, _mm256_cvtepi32_ps(c));
             if (has_o) w = _mm256_add_ps(w, _mm256_loadu_ps(op + 8 * h));
             const float* xk = p.x + r0 * p.K + k4 * 4 + b;
@@ -294,24 +298,22 @@ struct F32aAvx2 {
   }
 };
 
-// 8 lanes' 4-byte dot products, exact: u8 codes widened to int16 against int16 activations
-// (vpmaddwd: two products a lane-pair, no saturation), pairs added horizontally.
-FW_AVX2 inline __m256i dot4_avx2(__m256i codes32, __m256i x16) {
-  const __m256i lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(codes32));        // lanes 0..3
-  const __m256i hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(codes32, 1));   // lanes 4..7
-  const __m256i plo = _mm256_madd_epi16(lo, x16);   // [l0:k01, l0:k23, l1:k01, l1:k23 | l2.., l3..]
-  const __m256i phi = _mm256_madd_epi16(hi, x16);   // the same for lanes 4..7
-  // hadd pairs within 128-bit halves: [l0 l1 l4 l5 | l2 l3 l6 l7]; restore lane order.
-  const __m256i sum = _mm256_hadd_epi32(plo, phi);
-  return _mm256_permutevar8x32_epi32(sum, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+// 8 lanes' 4-byte dot products, exact: |q| (unsigned) times c with q's sign (vpsignb), pairs summed to
+// int16 (vpmaddubsw: at most 2 * 127 * 127, no saturation since codes are never -128), then to int32.
+FW_AVX2 inline __m256i dot4_avx2(__m256i codes, __m256i q4, __m256i abs_q4) {
+  const __m256i pairs = _mm256_maddubs_epi16(abs_q4, _mm256_sign_epi8(codes, q4));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
 template <int R>
 struct I8aAvx2 {
-  FW_AVX2 static void run(const Problem& p, int64_t nt, int64_t r0) {
+  template <int KG, bool HAS_O>
+  FW_AVX2 static void body(const Problem& p, int64_t nt, int64_t r0) {
     const int64_t groups = p.K / p.G;
-    const uint8_t* tile_codes = p.codes + nt * (p.K / 4) * kTile * 4;
-    const bool has_o = p.offsets != nullptr;
+    const int64_t row_k4 = p.K / 4;
+    const uint8_t* tile_codes = p.codes + nt * row_k4 * kTile * 4;
+    const int32_t* xq4 = reinterpret_cast<const int32_t*>(p.xq + r0 * p.K);   // four int8 activations each
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));           // c + 128 -> c as int8
     __m256 acc[R][2];
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
@@ -319,22 +321,23 @@ struct I8aAvx2 {
       __m256i isum[R][2];
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) isum[i][0] = isum[i][1] = _mm256_setzero_si256();
-      for (int64_t k4 = g * p.G / 4; k4 < (g + 1) * p.G / 4; ++k4) {
-        const uint8_t* chunk = tile_codes + k4 * kTile * 4;
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32));
+      const uint8_t* wg = tile_codes + g * KG * kTile * 4;
+      const int32_t* xg = xq4 + g * KG;
+#pragma GCC unroll 8
+      for (int j = 0; j < KG; ++j) {
+        const uint8_t* chunk = wg + j * kTile * 4;
+        const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk)), flip);
+        const __m256i w1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32)), flip);
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
-          // four int8 activations sign-extended to int16, repeated for every lane
-          int32_t x4;
-          std::memcpy(&x4, p.xq + (r0 + i) * p.K + k4 * 4, 4);
-          const __m256i x16 = _mm256_broadcastq_epi64(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(x4)));
-          isum[i][0] = _mm256_add_epi32(isum[i][0], dot4_avx2(w0, x16));
-          isum[i][1] = _mm256_add_epi32(isum[i][1], dot4_avx2(w1, x16));
+          const __m256i q4 = _mm256_set1_epi32(xg[i * row_k4 + j]);   // four activations, repeated for every lane
+          const __m256i abs_q4 = _mm256_abs_epi8(q4);
+          isum[i][0] = _mm256_add_epi32(isum[i][0], dot4_avx2(w0, q4, abs_q4));
+          isum[i][1] = _mm256_add_epi32(isum[i][1], dot4_avx2(w1, q4, abs_q4));
         }
       }
       const float* sp = p.scales + (nt * groups + g) * kTile;
-      const float* op = has_o ? p.offsets + (nt * groups + g) * kTile : nullptr;
+      const float* op = HAS_O ? p.offsets + (nt * groups + g) * kTile : nullptr;
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
         const int64_t r = r0 + i;
@@ -343,9 +346,8 @@ struct I8aAvx2 {
         const __m256 vd = _mm256_set1_ps(d);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          const __m256i exact = _mm256_sub_epi32(isum[i][h], _mm256_set1_epi32(p.code_offset * qs));
-          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(_mm256_loadu_ps(sp + 8 * h), vd), acc[i][h]);
-          if (has_o)
+          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i][h]), _mm256_mul_ps(_mm256_loadu_ps(sp + 8 * h), vd), acc[i][h]);
+          if (HAS_O)
             acc[i][h] = _mm256_fmadd_ps(_mm256_set1_ps(static_cast<float>(qs)), _mm256_mul_ps(_mm256_loadu_ps(op + 8 * h), vd), acc[i][h]);
         }
       }
@@ -358,12 +360,17 @@ struct I8aAvx2 {
       store_tile(p, r0 + i, nt, a);
     }
   }
+  static void run(const Problem& p, int64_t nt, int64_t r0) {
+    const bool has_o = p.offsets != nullptr;
+    if (p.G == 16) has_o ? body<4, true>(p, nt, r0) : body<4, false>(p, nt, r0);
+    else has_o ? body<8, true>(p, nt, r0) : body<8, false>(p, nt, r0);
+  }
 };
 
 void tile_f32a_avx512(const Problem& p, int64_t nt) { RowBlocks<F32aAvx512, 8>::run(p, nt); }
 void tile_i8a_avx512(const Problem& p, int64_t nt) { RowBlocks<I8aAvx512, 8>::run(p, nt); }
 void tile_f32a_avx2(const Problem& p, int64_t nt) { RowBlocks<F32aAvx2, 3>::run(p, nt); }
-void tile_i8a_avx2(const Problem& p, int64_t nt) { RowBlocks<I8aAvx2, 2>::run(p, nt); }
+void tile_i8a_avx2(const Problem& p, int64_t nt) { RowBlocks<I8aAvx2, 3>::run(p, nt); }
 
 // ---- dispatch -----------------------------------------------------------------------------------
 
@@ -387,8 +394,8 @@ TileFn pick(int64_t mode, int64_t variant) {
 }
 
 at::Tensor qlinear(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
-                   const at::Tensor& offsets, const at::Tensor& bias, int64_t n_out, int64_t group,
-                   int64_t code_offset, int64_t mode, int64_t variant) {
+                   const at::Tensor& offsets, const at::Tensor& bias, int64_t n_out, int64_t group, int64_t mode,
+                   int64_t variant) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "qlinear: x must be contiguous (M, K) float32");
   TORCH_CHECK(codes.scalar_type() == at::kByte && codes.is_contiguous(), "qlinear: codes must be contiguous uint8");
   TORCH_CHECK(scales.scalar_type() == at::kFloat && scales.is_contiguous(), "qlinear: scales must be contiguous float32");
@@ -410,7 +417,7 @@ at::Tensor qlinear(const at::Tensor& x, const at::Tensor& codes, const at::Tenso
   at::Tensor y = at::empty({M, n_out}, x.options());
   Problem p{x.data_ptr<float>(), codes.data_ptr<uint8_t>(), scales.data_ptr<float>(),
             has_o ? offsets.data_ptr<float>() : nullptr, has_b ? bias.data_ptr<float>() : nullptr,
-            y.data_ptr<float>(), M, K, n_out, group, static_cast<int>(code_offset), nullptr, nullptr, nullptr};
+            y.data_ptr<float>(), M, K, n_out, group, nullptr, nullptr, nullptr};
   at::Tensor xq, xd, qsum;
   if (mode == 1) {
     xq = at::empty({M, K}, x.options().dtype(at::kChar));
@@ -435,7 +442,7 @@ int64_t version() { return 1; }
 
 TORCH_LIBRARY(flywheel_qgemm, m) {
   m.def("qlinear(Tensor x, Tensor codes, Tensor scales, Tensor offsets, Tensor bias, int n_out, int group, "
-        "int code_offset, int mode, int variant) -> Tensor");
+        "int mode, int variant) -> Tensor");
   m.def("best_variant", &best_variant);
   m.def("version", &version);
 }
