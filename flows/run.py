@@ -168,9 +168,11 @@ class RunConfig(BaseModel):
         """Worker processes of the temporary local Dask cluster."""
         return self.dask_workers or config.DEFAULT_DASK_WORKERS
 
-    def schedule(self) -> DecodeSchedule:
-        """The decode schedule this pass runs and records (`DecodeSchedule.of_run`: the one builder)."""
-        return DecodeSchedule.of_run(self.slots, self.dtype, calculator=self.calculator, grounding=self.grounding)
+    def schedule(self, weights: str = "fp32") -> DecodeSchedule:
+        """The decode schedule this pass runs and records (`DecodeSchedule.of_run`: the one builder); `weights`
+        is what its engine runs (`EngineSettings.weights`, known once the engine is loaded)."""
+        return DecodeSchedule.of_run(self.slots, self.dtype, calculator=self.calculator, grounding=self.grounding,
+                                     weights=weights)
 
     def settings(self) -> dict[str, Any]:
         """The router, energy and verifier settings as plain JSON values: what the catalog records per run.
@@ -288,7 +290,7 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
     model_seconds = 0.0
     finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
     try:
-        for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots, schedule=cfg.schedule(),
+        for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots, schedule=cfg.schedule(eng.settings.weights),
                                          meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock,
                                          heartbeat=beat):
             model_seconds += result.wall_seconds
@@ -452,7 +454,7 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     if window and cfg.budget > window:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
                          hint=f"a decode budget of at most {window:,} tokens")
-    schedule = cfg.schedule()
+    schedule = cfg.schedule(env.engine().settings.weights)
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule.to_dict(),
                     settings=cfg.settings(), verifier=cfg.verifier)
@@ -484,6 +486,7 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     finish_run(env, run_id)
     summary = summarize(lib, run_id, flow_run_id, pset.spec, pset.hash, order=[p.id for p in pset.problems])
     summary["skipped_rows"] = pset.skipped
+    summary["weights"] = schedule.weights
     summary["starter"] = {"deposited": starter, "deposited_by": STARTER}
     # `wall_seconds` is this call's: attempts recorded before it (a resumed run) were read back, not decoded.
     summary["timing"] = {"wall_seconds": time.perf_counter() - started, "resumed_attempts": len(prior),

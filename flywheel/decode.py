@@ -116,22 +116,26 @@ class DecodeSchedule:
     sampler: str = SAMPLER
     calculator: str | None = None   # `flywheel.calculator.CALCULATOR` when attempts may hand it arithmetic
     grounding: str | None = None    # `flywheel.grounding.GROUNDING` when solutions' numbers are grounded
+    #: which weights ran the linears (`EngineSettings.weights`: fp32 through oneDNN, or a qgemm mode). Recorded
+    #: for the reader; a resume compares the engine fingerprint first, which names them (`extra`).
+    weights: str = "fp32"
 
     #: The fields a run must share with its recorded schedule to be resumed.
     RESULT_KEYS: ClassVar[tuple[str, ...]] = ("kernel", "dtype", "sampler", "calculator", "grounding")
 
     @classmethod
-    def of_run(cls, slots: int, dtype: str, *, calculator: bool | str, grounding: bool) -> DecodeSchedule:
+    def of_run(cls, slots: int, dtype: str, *, calculator: bool | str, grounding: bool,
+               weights: str = "fp32") -> DecodeSchedule:
         """The one place a schedule is built: what a pass records, `verify-graft --slots` reports,
         and replay and resume compare (`RESULT_KEYS`). The decoder refuses requests outside it.
         `calculator`: True for this version's (`flywheel.calculator.CALCULATOR`), or a recorded run's
         version by name (one of `flywheel.calculator.VERSIONS`, as replay passes it)."""
         tool = _checked_calculator(calculator) if isinstance(calculator, str) else (_CALCULATOR if calculator else None)
-        return cls(slots, KERNEL_PATH, dtype, SAMPLER, tool, _GROUNDING if grounding else None)
+        return cls(slots, KERNEL_PATH, dtype, SAMPLER, tool, _GROUNDING if grounding else None, weights)
 
     def to_dict(self) -> dict[str, Any]:
         return {"slots": self.slots, "kernel": self.kernel, "dtype": self.dtype, "sampler": self.sampler,
-                "calculator": self.calculator, "grounding": self.grounding}
+                "calculator": self.calculator, "grounding": self.grounding, "weights": self.weights}
 
 
 @dataclass(eq=False)
@@ -581,10 +585,12 @@ class BatchDecoder:
             raise InputError(f"--slots must be at least 1, got {slots}")
         self.engine = engine
         self.slots = slots
-        self.schedule = schedule or DecodeSchedule.of_run(slots, engine.settings.dtype, calculator=False, grounding=False)
-        if (self.schedule.slots, self.schedule.dtype) != (slots, engine.settings.dtype):
+        self.schedule = schedule or DecodeSchedule.of_run(slots, engine.settings.dtype, calculator=False,
+                                                          grounding=False, weights=engine.settings.weights)
+        if (self.schedule.slots, self.schedule.dtype, self.schedule.weights) != (
+                slots, engine.settings.dtype, engine.settings.weights):
             raise ValueError(f"schedule {self.schedule.to_dict()} is not this decoder's "
-                             f"({slots} slots, {engine.settings.dtype})")
+                             f"({slots} slots, {engine.settings.dtype}, weights {engine.settings.weights})")
         self._eos = engine.eos_ids
         self._has_equals: dict[int, bool] = {}   # token id -> its text contains "=" (the calculator's trigger)
         _install_onednn_linears(engine)

@@ -141,7 +141,8 @@ def recheck(library: Library, engine: Engine, run_id: str, n: int) -> list[Reche
                          [PlannedAttempt(row.attempt_index, row.budget, row.seed)], temperature,
                          calculator=tool is not None, grounding=rules is not None)
         _, _, result = next(solve_many(engine, library, [job], slots=1, schedule=DecodeSchedule.of_run(
-            1, engine.settings.dtype, calculator=tool or False, grounding=rules is not None)))
+            1, engine.settings.dtype, calculator=tool or False, grounding=rules is not None,
+            weights=engine.settings.weights)))
         answered = problem.check_output(result.text, result.mode, config=verifier, markers=result.markers)
         verdict = answered.verdict
         replayed = {"logits_sha256": result.logits_sha256, "decode_tokens": result.decode_tokens,

@@ -64,8 +64,8 @@ def verify_graft(ctx: click.Context, samples: int, prefix_tokens: tuple[int, ...
                        f"kl {sample.kl:.3g}", err=False)
 
     if not as_json:
-        click.echo(f"verify-graft: {engine.fingerprint.model} on {engine.fingerprint.device_name} "
-                   f"(fingerprint {engine.fingerprint.digest[:16]})")
+        click.echo(f"verify-graft: {engine.fingerprint.model} on {engine.fingerprint.device_name}, weights "
+                   f"{engine.settings.weights} (fingerprint {engine.fingerprint.digest[:16]})")
     if slots is None:
         report = vg.run(engine, samples=samples, prefix_tokens=lengths, offset=offset, workdir=None, progress=show)
     else:

@@ -161,7 +161,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
     routes = {k: sum(r["route"] == k for r in summary["results"]) for k in ROUTE_KINDS}
     exhausted = sum(r["budget_exhausted"] for r in summary["results"])
     refused = sum(len(r["refused_grafts"]) for r in summary["results"])
-    lines = [f"run {summary['run_id']}: {t['verified']}/{t['problems']} verified; routes exact {routes['exact']}, "
+    weights = f" (weights {summary['weights']})" if summary.get("weights") else ""
+    lines = [f"run {summary['run_id']}{weights}: {t['verified']}/{t['problems']} verified; routes exact {routes['exact']}, "
              f"near {routes['near']}, none {routes['none']}",
              f"this run's tokens: {t['decode_tokens']:,} decode, {t['prefill_tokens']:,} prefill, "
              f"{t['restored_tokens']:,} restored from grafts; {exhausted} budget-exhausted; {refused} grafts refused"]

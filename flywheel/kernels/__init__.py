@@ -60,6 +60,10 @@ def _build(verbose: bool) -> None:
 
     out = build_dir()
     out.mkdir(parents=True, exist_ok=True)
+    # ninja from PyPI lives beside this interpreter, which need not be on PATH (`.venv/bin/flywheel`)
+    here = str(Path(sys.executable).parent)
+    if here not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = here + os.pathsep + os.environ.get("PATH", "")
     # No fast-math, no contraction: the arithmetic is exactly what the source writes (-O3 vectorizes
     # the portable loops across lanes only, which reorders nothing within a lane).
     cpp_extension.load(name="flywheel_qgemm", sources=[str(SOURCE)], build_directory=str(out),

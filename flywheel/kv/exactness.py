@@ -61,6 +61,7 @@ class Report:
     schedule: dict[str, object] | None = None
     slot_count_invariant: bool | None = None   # sample 1 alone (1 slot) == beside B-1 neighbours
     prompt_sha_equal: int | None = None        # batched: samples equal with the continuation as a step prompt
+    weights: str = "fp32"                      # which weights ran the linears (`EngineSettings.weights`)
 
     @property
     def ok(self) -> bool:
@@ -103,6 +104,7 @@ def run(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], offset: i
     stride = 97  # samples start at different corpus offsets so no two are the same text
     ids = corpus_ids(engine, longest + CONTINUATION_TOKENS + stride * samples)
     report = Report(model=engine.fingerprint.model, fingerprint=engine.fingerprint.digest, samples=samples,
+                    weights=engine.settings.weights,
                     sha_equal=0, kl_max=0.0, argmax_agreement=0.0, prefix_tokens=list(prefix_tokens), offset=offset)
     agreements: list[float] = []
     offset_kls: list[float] = []
@@ -170,8 +172,10 @@ def run_slots(engine: Engine, *, samples: int, prefix_tokens: Sequence[int], slo
     # The schedule a default `flywheel run --slots N` records (the tools choose tokens, which this
     # check feeds itself; they do not change a step's bits).
     decoder = BatchDecoder(engine, slots, schedule=DecodeSchedule.of_run(
-        slots, engine.settings.dtype, calculator=config.DEFAULT_CALCULATOR, grounding=config.DEFAULT_GROUNDING))
+        slots, engine.settings.dtype, calculator=config.DEFAULT_CALCULATOR, grounding=config.DEFAULT_GROUNDING,
+        weights=engine.settings.weights))
     report = Report(model=engine.fingerprint.model, fingerprint=engine.fingerprint.digest, samples=samples,
+                    weights=engine.settings.weights,
                     sha_equal=0, kl_max=0.0, argmax_agreement=0.0, prefix_tokens=list(prefix_tokens),
                     slots=slots, schedule=decoder.schedule.to_dict())
     agreements: list[float] = []
