@@ -64,6 +64,7 @@ from flywheel.domain import Progress, RouteDecision
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
 from flywheel.router import RouterConfig
+from flywheel.sources import inbox
 from flywheel.timing import PhaseClock
 from verifiers import Answered, VerifierConfig
 
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     from prefect_dask import DaskTaskRunner
 
     from flywheel.library import Library
-    from flywheel.problemsets import Problem
+    from flywheel.problemsets import Problem, ProblemSet
 
 
 class RunConfig(BaseModel):
@@ -188,6 +189,24 @@ def run_env(cfg: RunConfig) -> Env:
     """Where `cfg`'s work happens: its model, dtype, library, catalog URL and router settings."""
     return Env(model=cfg.model, library=cfg.library, dtype=cfg.dtype, router=cfg.router,
                db_url=config.database_url(config.library_root(cfg.library), cfg.db_url))
+
+
+def take_inbox(env: Env, spec: str, run_id: str) -> ProblemSet:
+    """The inbox problems run `run_id` works on (`flywheel.sources.inbox.take`), read against this catalog."""
+    from flywheel import liveness
+
+    catalog = env.open_library().catalog
+
+    def outcome(other: str) -> inbox.RunOutcome | None:
+        run = catalog.get_run(other)
+        if run is None:
+            return None
+        rows = catalog.attempts_for_run(other)
+        alive = run.status == "running" and not liveness.is_gone(run.owner)
+        return inbox.RunOutcome(alive, frozenset(a.problem_id for a in rows),
+                                frozenset(a.problem_id for a in rows if a.verified))
+
+    return inbox.take(spec, run_id, outcome)
 
 
 def new_run_id() -> str:
@@ -449,7 +468,7 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     run_id = cfg.run_id or new_run_id()
     flow_run_id = str(flow_run.id) if flow_run.id else None
     env = run_env(cfg)
-    pset = load_problems(cfg.problems, cfg.limit)
+    pset = take_inbox(env, cfg.problems, run_id) if inbox.is_inbox(cfg.problems) else load_problems(cfg.problems, cfg.limit)
     window = env.engine().context_window
     if window and cfg.budget > window:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",

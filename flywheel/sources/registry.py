@@ -13,7 +13,7 @@ query and all: a path may contain `?`.
 
 The built-ins are entry points of the `kv_flywheel.sources` group (`flywheel.plugins`), as another
 package's sources are: each names a module, and importing it registers its sources. They load on
-the first lookup, in pyproject order: `champ`, files, `gen:`, `gsm-symbolic:`.
+the first lookup, in pyproject order: `champ`, files, `gen:`, `gsm-symbolic:`, `inbox:`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ class Source:
 #: Problem sources by name, in registration order (built-ins first); read it to load the plug-ins.
 SOURCES: Registry[Source] = Registry("kv_flywheel.sources", "problem source", builtins=(
     ("champ", "flywheel.sources.champ"), ("files", "flywheel.sources.files"),
-    ("gen", "flywheel.sources.generated"), ("gsm-symbolic", "flywheel.sources.gsm_symbolic")))
+    ("gen", "flywheel.sources.generated"), ("gsm-symbolic", "flywheel.sources.gsm_symbolic"),
+    ("inbox", "flywheel.sources.inbox")))
 
 
 def register(src: Source) -> Source:
