@@ -59,7 +59,7 @@ from flows.tasks import (
 )
 from flywheel import config
 from flywheel.attempt import SAMPLE_TEMPERATURE, AttemptJob, AttemptResult, PlannedAttempt, solve_many
-from flywheel.decode import DEFAULT_SLOTS, DecodeSchedule
+from flywheel.decode import DEFAULT_SLOTS, LATER, DecodeSchedule, _Later
 from flywheel.domain import Progress, RouteDecision
 from flywheel.energy import EnergyConfig
 from flywheel.errors import InputError
@@ -112,6 +112,9 @@ class RunConfig(BaseModel):
     grounding: bool = Field(config.DEFAULT_GROUNDING, description="a worked solution's operands come from its "
                             "problem or earlier work, its final answer is its last result (flywheel.grounding); "
                             "part of the decode schedule")
+    until_verified: bool = Field(False, description="attempts until verified: the first attempt is greedy, each "
+                                 "further one (sampled, seed + k) is decoded only after the last failed, up to "
+                                 "--attempts; recorded with the run's settings")
     slots: int = Field(DEFAULT_SLOTS, ge=1, le=config.MAX_SLOTS, description="decode slots: attempts decoded together "
                        "(a slot's bits do not depend on this number; see flywheel.decode)")
     router: RouterConfig = Field(default_factory=RouterConfig, description="routing thresholds and index; "
@@ -182,7 +185,10 @@ class RunConfig(BaseModel):
             >>> RunConfig(problems="champ").settings()["router"]["near_threshold"]   # doctest: +SKIP
             0.5
         """
-        return self.model_dump(mode="json", include={"router", "energy", "verifier"})
+        out = self.model_dump(mode="json", include={"router", "energy", "verifier"})
+        if self.until_verified:   # absent when off, so runs recorded before the option resume as they were
+            out["attempt_policy"] = {"until_verified": True}
+        return out
 
 
 def run_env(cfg: RunConfig) -> Env:
@@ -305,38 +311,49 @@ def run_pass(env: Env, cfg: RunConfig, run_id: str, deposited_by: str, problems:
         if progress:
             progress(problems_done[0], len(problems), said)
 
-    jobs = route_and_grant(env, cfg, problems, done, ledger, clock=clock, skipped=problem_done)
+    jobs: Iterator[AttemptJob | _Later] = route_and_grant(env, cfg, problems, done, ledger, clock=clock,
+                                                          skipped=problem_done, solved=solved)
+    until = _UntilVerified(cfg, ledger, problem_done) if cfg.until_verified else None
+    if until is not None:
+        jobs = until.interleave(jobs)   # type: ignore[arg-type]
+    else:
+        jobs = _counting(jobs, open_forks)   # type: ignore[arg-type]
     model_seconds = 0.0
-    finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock)
+    finisher = _Finisher(env, cfg, run_id, deposited_by, solved, clock, settle=until.settle if until else None)
     try:
-        for job, k, result in solve_many(eng, lib, _counting(jobs, open_forks), slots=cfg.slots, schedule=cfg.schedule(eng.settings.weights),
+        for job, k, result in solve_many(eng, lib, jobs, slots=cfg.slots, schedule=cfg.schedule(eng.settings.weights),
                                          meter=runtime.energy_meter(cfg.energy), progress=speed, clock=clock,
                                          heartbeat=beat):
             model_seconds += result.wall_seconds
             ledger.settle(granted=result.budget, used=result.decode_tokens)
             finisher.submit(job, k, result)
             finisher.deposit_ready()
-            open_forks[job.problem.id] -= 1
-            if open_forks[job.problem.id] == 0:
-                problem_done(job.problem.id)
+            if until is None:
+                open_forks[job.problem.id] -= 1
+                if open_forks[job.problem.id] == 0:
+                    problem_done(job.problem.id)
     finally:
         finisher.close()
     return model_seconds
 
 
 def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done: set[AttemptKey],
-                    ledger: Grants, *, clock: PhaseClock,
-                    skipped: Callable[[str], None]) -> Iterator[AttemptJob]:
+                    ledger: Grants, *, clock: PhaseClock, skipped: Callable[[str], None],
+                    solved: set[str] | frozenset[str] = frozenset()) -> Iterator[AttemptJob]:
     """The pass's jobs, lazily: each pending problem routed and its attempts granted budgets as a slot frees.
 
     A problem with nothing pending (every attempt in `done`) is `skipped`. One a resumed run had verified
     is not: its unrecorded samples are decoded, so maj@K and pass@K count K attempts (a run cut between a
     problem's samples once lost the rest). An exact recurrence is asked once, greedy (sampling it K times
-    only adds wrong answers: BENCHMARKS.md, "Held-out transfer").
+    only adds wrong answers: BENCHMARKS.md, "Held-out transfer"). Under attempts until verified
+    (`cfg.until_verified`) one attempt of a problem is planned at a time: the first unrecorded one, none if
+    a recorded one verified (`solved`); `_UntilVerified` plans the next after a failed verdict.
     """
-    sampled = cfg.attempts > 1
+    sampled = cfg.attempts > 1 and not cfg.until_verified
     for problem in problems:
         pending = [k for k in range(cfg.attempts) if (problem.id, k) not in done]
+        if cfg.until_verified:   # one attempt at a time: the first not recorded, unless one verified
+            pending = [] if problem.id in solved else pending[:1]
         if not pending:
             skipped(problem.id)
             continue
@@ -348,12 +365,62 @@ def route_and_grant(env: Env, cfg: RunConfig, problems: Sequence[Problem], done:
             if not pending:
                 skipped(problem.id)
                 continue
-        seeded = sampled and not recurrence
+        seeded = (sampled or (cfg.until_verified and pending[0] > 0)) and not recurrence
         attempts = [PlannedAttempt(k, ledger.grant((problem.id, k)), cfg.seed + k if seeded else None)
                     for k in pending]
         yield AttemptJob(problem, decision.kind, decision.artifact_sha, attempts,
-                         SAMPLE_TEMPERATURE if sampled and not recurrence else 0.0, decision=decision,
+                         SAMPLE_TEMPERATURE if seeded else 0.0, decision=decision,
                          calculator=cfg.calculator, grounding=cfg.grounding)
+
+
+class _UntilVerified:
+    """Attempts until verified: a problem's next (sampled) attempt is planned only once its last one failed.
+
+    `interleave` passes the pass's jobs through, putting each follow-up first as its verdict comes in, and
+    says `LATER` while verdicts are still out; `settle` (on the finisher's thread, as each verdict is known)
+    queues the next attempt or says the problem is done. Budgets are granted on the decode loop's thread.
+    A follow-up prepares its prompt again (the same tokens in the same schedule: the same bits).
+    """
+
+    def __init__(self, cfg: RunConfig, ledger: Grants, problem_done: Callable[[str], None]) -> None:
+        self.cfg, self.ledger, self.problem_done = cfg, ledger, problem_done
+        self.lock = threading.Lock()
+        self.ready: list[tuple[AttemptJob, int]] = []   # (the job whose attempt failed, the next index)
+        self.out = 0                                     # attempts whose verdict is not in yet
+
+    def interleave(self, jobs: Iterator[AttemptJob]) -> Iterator[AttemptJob | _Later]:
+        for job in jobs:
+            yield from self._follow_ups()
+            with self.lock:
+                self.out += len(job.attempts)
+            yield job
+        while True:
+            follow = self._follow_ups()
+            if follow:
+                yield from follow
+                continue
+            with self.lock:
+                if self.out == 0:
+                    return
+            yield LATER
+
+    def _follow_ups(self) -> list[AttemptJob]:
+        with self.lock:
+            ready, self.ready = self.ready, []
+            self.out += len(ready)
+        cfg = self.cfg
+        return [replace(job, attempts=[PlannedAttempt(k, self.ledger.grant((job.problem.id, k)), cfg.seed + k)],
+                        temperature=SAMPLE_TEMPERATURE) for job, k in ready]
+
+    def settle(self, job: AttemptJob, k: int, verified: bool | None) -> None:
+        """Attempt `k` of `job` has its verdict (None: verification failed; no further attempt)."""
+        more = verified is False and k + 1 < self.cfg.attempts and job.route != "exact"
+        with self.lock:
+            self.out -= 1
+            if more:
+                self.ready.append((job, k + 1))
+        if not more:
+            self.problem_done(job.problem.id)
 
 
 def _decision(job: AttemptJob) -> RouteDecision:
@@ -380,8 +447,9 @@ class _Finisher:
     """
 
     def __init__(self, env: Env, cfg: RunConfig, run_id: str, deposited_by: str, solved: set[str],
-                 clock: PhaseClock) -> None:
+                 clock: PhaseClock, settle: Callable[[AttemptJob, int, bool | None], None] | None = None) -> None:
         self.env, self.cfg, self.run_id, self.deposited_by, self.clock = env, cfg, run_id, deposited_by, clock
+        self.settle = settle   # told each verdict as it is known (attempts until verified)
         self.solved = solved
         self.deposited: set[str] = set()
         self.lock = threading.Lock()
@@ -396,9 +464,16 @@ class _Finisher:
 
     def _verify(self, job: AttemptJob, k: int, result: AttemptResult) -> None:
         problem = job.problem
-        with self.clock.phase("verify"):
-            answered = verify(problem, result, self.cfg.verifier)
+        try:
+            with self.clock.phase("verify"):
+                answered = verify(problem, result, self.cfg.verifier)
+        except BaseException:
+            if self.settle is not None:
+                self.settle(job, k, None)   # no verdict: no further attempt waits on it (the error is raised)
+            raise
         verdict = answered.verdict
+        if self.settle is not None:
+            self.settle(job, k, verdict.equivalent)
         with self.lock:
             deposit = (verdict.equivalent and self.cfg.deposit and job.route != "exact"
                        and problem.id not in self.deposited and problem.id not in self.solved)

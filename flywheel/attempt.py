@@ -20,12 +20,14 @@ import torch
 
 from flywheel.decode import (
     DEFAULT_SLOTS,
+    LATER,
     BatchDecoder,
     DecodeOutcome,
     DecodeRequest,
     DecodeSchedule,
     Prompt,
     StopReason,
+    _Later,
 )
 from flywheel.domain import Progress, RouteDecision, RouteKind
 from flywheel.engine import StopRule
@@ -266,7 +268,7 @@ class AttemptJob:
     grounding: bool = False    # a solution's numbers come from its problem or earlier work (flywheel.grounding)
 
 
-def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob], *,
+def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[AttemptJob | _Later], *,
                slots: int = DEFAULT_SLOTS, schedule: DecodeSchedule | None = None,
                meter: EnergyMeter | None = None, progress: Progress | None = None,
                clock: PhaseClock | None = None, heartbeat: Callable[[str], None] | None = None
@@ -275,7 +277,8 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
 
     A job is prepared (graft restore) once, when its first attempt takes a slot; its prompt is
     prefilled in the decoder's steps by that attempt, and its other attempts fork that state.
-    `jobs` is read lazily, so the caller may route the next problem after seeing earlier results
+    `jobs` is read lazily (`decode.LATER` in it: nothing to admit yet, ask again at the next step),
+    so the caller may route the next problem after seeing earlier results
     (a solution deposited mid-pass can seed a later problem). With `meter`, each attempt carries
     its share of the energy: its graft and prefill split over its forks, each decode step split
     over the rows the slots fed. With `clock`, the seconds spent restoring grafts (`prepare`),
@@ -296,8 +299,11 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
         source[:] = [reading.source]
         return out, reading.joules
 
-    def requests() -> Iterator[DecodeRequest]:
+    def requests() -> Iterator[DecodeRequest | _Later]:
         for job in jobs:
+            if job is LATER:              # the caller has nothing to admit yet (attempts until verified)
+                yield LATER
+                continue
             live = any(a.budget > 0 for a in job.attempts)
             prepared, joules = metered(lambda job=job, live=live: prepare_attempt(  # type: ignore[misc]
                 engine, library, job.problem, route=job.route, artifact_sha=job.artifact_sha, prefill=live))

@@ -98,6 +98,20 @@ PROGRESS_EVERY_S = 30.0
 StopReason = Literal["stop", "eos", "budget"]
 
 
+class _Later:
+    """What a request source yields for "nothing to admit yet, more may come" (`LATER`)."""
+
+    def __repr__(self) -> str:
+        return "LATER"
+
+
+#: Yielded by a request source instead of a request: the free slot stays free this step and the source is
+#: asked again at the next (e.g. an attempt that waits for a verdict on the last one). A decoder with
+#: every slot free polls it every `LATER_POLL_S` seconds.
+LATER = _Later()
+LATER_POLL_S = 0.005
+
+
 _CALCULATOR, _GROUNDING = calculator.CALCULATOR, grounding.GROUNDING   # the schedule's names for both tools
 _checked_calculator = calculator.checked   # (`of_run`'s argument shadows the module)
 
@@ -603,7 +617,7 @@ class BatchDecoder:
         self.grounding_repicks = 0  # tokens the grounding rules refused (each one picked again)
         self.steps = 0
 
-    def run(self, requests: Iterable[DecodeRequest], *, progress: Progress | None = None,
+    def run(self, requests: Iterable[DecodeRequest | _Later], *, progress: Progress | None = None,
             step_meter: StepMeter | None = None, heartbeat: Callable[[str], None] | None = None
             ) -> Iterator[DecodeOutcome]:
         """Decode every request; yields each outcome as soon as its request finishes.
@@ -632,6 +646,8 @@ class BatchDecoder:
                     if req is None:
                         exhausted = True
                         break
+                    if req is LATER:
+                        break
                     self._check_in_schedule(req)
                     if req.budget <= 0:          # nothing to decode: finished at admission
                         finished += 1
@@ -643,7 +659,10 @@ class BatchDecoder:
                         logits = self._set_row(logits, i, first)
                     self.admit_seconds += time.perf_counter() - t0
             if all(a is None for a in active):
-                return
+                if exhausted:
+                    return
+                time.sleep(LATER_POLL_S)   # the source said LATER with nothing decoding: ask it again shortly
+                continue
             ready = [a if a is not None and a.kv is not None and a.fed is None else None for a in active]
             chosen = self._pick(ready, logits) if logits is not None and any(ready) else [0] * self.slots
             feeds: list[list[int]] = [[] for _ in range(self.slots)]

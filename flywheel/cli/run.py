@@ -190,6 +190,9 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
               help="Related verified solutions grafted together on a near route "
                    f"(default: {config.DEFAULT_NEAR_MEMBERS}; recorded with the run).")
 @click.option("--no-deposit", is_flag=True, help="Do not deposit the model's own verified solutions.")
+@click.option("--until-verified", is_flag=True, default=None,
+              help="Attempts until verified: the first attempt is greedy, each further one (sampled) is decoded only "
+                   "after the last failed, up to --attempts (recorded with the run).")
 @click.option("--starter/--no-starter", default=config.DEFAULT_STARTER, show_default=True,
               help="Seed an empty library with the starter library: one verified worked solution per built-in "
                    "word family, marked starter in the catalog, so a first pass has near grafts to route to.")
@@ -207,7 +210,8 @@ def _summary_lines(summary: dict[str, Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
 def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int | None, attempts: int, seed: int,
-        limit: int | None, no_graft: bool, near_members: int | None, no_deposit: bool, starter: bool,
+        limit: int | None, no_graft: bool, near_members: int | None, no_deposit: bool, until_verified: bool | None,
+        starter: bool,
         run_id: str | None,
         task_runner: str | None,
         dask_address: str | None, dask_workers: int | None, slots: int | None, dtype: str | None,
@@ -227,7 +231,7 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
     """
     cfg = _config(ctx, problems=problems, budget=budget, run_budget=run_budget, attempts=attempts, seed=seed,
                   limit=limit, no_graft=no_graft, near_members=near_members, deposit=not no_deposit,
-                  starter=starter, run_id=run_id,
+                  starter=starter, run_id=run_id, until_verified=until_verified,
                   task_runner=task_runner,
                   dask_address=dask_address, dask_workers=dask_workers, slots=slots, dtype=dtype,
                   calculator=calculator, grounding=grounding)
@@ -247,16 +251,23 @@ def run(ctx: click.Context, problems: str, budget: int | None, run_budget: int |
 @click.option("--cron", required=True, help="Cron schedule, e.g. '0 3 * * *'.")
 @click.option("--budget", type=click.IntRange(0, config.MAX_BUDGET), default=None, help=_BUDGET_HELP)
 @click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEFAULT_ATTEMPTS, show_default=True)
+@click.option("--until-verified", is_flag=True, default=None,
+              help="Attempts until verified (see `flywheel run --help`).")
 @click.option("--name", default="flywheel", show_default=True, help="Deployment name.")
 @click.pass_context
-def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, attempts: int, name: str) -> None:
+def serve(ctx: click.Context, problems: str, cron: str, budget: int | None, attempts: int,
+          until_verified: bool | None, name: str) -> None:
     """Serve a scheduled deployment of the flywheel (Prefect `serve` on a cron schedule).
 
     \b
     Example:
       flywheel serve --problems champ --cron '0 3 * * *' --attempts 2
+      flywheel serve --problems 'inbox:./inbox?take=50' --cron '*/10 * * * *' --attempts 4 --until-verified
+
+    Over an inbox (`inbox:DIR`), each tick takes the problems that arrived since (none twice; a killed
+    tick's untouched problems go to the next).
     """
-    cfg = _config(ctx, problems=problems, budget=budget, attempts=attempts)
+    cfg = _config(ctx, problems=problems, budget=budget, attempts=attempts, until_verified=until_verified)
     from flows.deploy import serve as serve_deployment
 
     serve_deployment(cfg, cron, name=name)

@@ -39,3 +39,33 @@ def test_runs_over_an_inbox_take_each_problem_once_and_resume_their_own(tiny_dir
     catalog = runtime.library(str(lib), config.database_url(lib)).catalog
     assert len(catalog.attempts_for_run(first["run_id"])) == 2
     runtime.close_libraries()
+
+
+def test_attempts_until_verified_stop_at_the_first_verified_and_report_the_tokens_saved(
+        scripted: str, tiny_dirs: dict[str, Path], tiny_gemma: Engine, tmp_path: Path) -> None:
+    """A problem its greedy attempt verifies decodes no more; one it does not gets its sampled attempts, one
+    at a time, each only after the last failed."""
+    box, lib = tmp_path / "inbox", tmp_path / "lib"
+    box.mkdir()
+    (box / "p.jsonl").write_text(json.dumps({"id": "right", "problem": "What is 4+5?", "reference": "9"}) + "\n"
+                                 + json.dumps({"id": "wrong", "problem": "What is 4+4?", "reference": "8"}) + "\n")
+    # the scripted model (tests/flows/conftest.py) always answers 9
+
+    def run(until: bool, library: Path) -> dict:
+        return flywheel_run(RunConfig(problems=f"inbox:{box}", model=scripted, library=str(library), budget=40,
+                                      attempts=3, until_verified=until, starter=False))
+
+    until = run(True, lib)
+    rows = runtime.library(str(lib), config.database_url(lib)).catalog.attempts_for_run(until["run_id"])
+    by_problem = {p: sorted((a.attempt_index, a.seed, a.verified) for a in rows if a.problem_id == p)
+                  for p in ("right", "wrong")}
+    assert by_problem["right"] == [(0, None, True)]                          # greedy verified: nothing more
+    assert by_problem["wrong"] == [(0, None, False), (1, 1, False), (2, 2, False)]   # then sampled, seed + k
+    every = run(False, tmp_path / "lib2")                                      # all 3 attempts, every problem
+    assert until["totals"]["decode_tokens"] < every["totals"]["decode_tokens"]
+    assert len(runtime.library(str(tmp_path / "lib2"), config.database_url(tmp_path / "lib2"))
+               .catalog.attempts_for_run(every["run_id"])) == 6
+    resumed = flywheel_run(RunConfig(problems=f"inbox:{box}", model=scripted, library=str(lib), budget=40,
+                                     attempts=3, until_verified=True, starter=False, run_id=until["run_id"]))
+    assert resumed["totals"]["decode_tokens"] == until["totals"]["decode_tokens"]
+    runtime.close_libraries()
