@@ -41,11 +41,12 @@ def _require_catalog(db_url: str) -> None:
 @click.command("report")
 @click.option("--run", "run_id", default=None, help="Only this run (default: every run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="table (terminal), csv (one row per attempt), json (everything, re-scorable), md.")
+              help="table (terminal), csv (one row per attempt), json (everything, re-scorable), md, "
+                   "curve-csv (the learning curve: one row per run, in the order they ran).")
 @click.option("--attempts", "show_attempts", is_flag=True,
               help="Also list every attempt in table and md (csv and json always have them).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write a PNG: decode tokens without vs with the graft per problem, accuracy per pass.")
+              help="Also write a PNG: decode tokens without vs with the graft per problem, and the learning curve.")
 @click.option("--recheck", type=click.IntRange(min=1), default=None, metavar="N",
               help="With --run: replay its first N attempts (same artifact, prompt, seed, schedule) and check "
                    "logits SHA-256, tokens and verdicts against the catalog; a mismatch exits non-zero.")
@@ -64,6 +65,7 @@ def report(ctx: click.Context, run_id: str | None, fmt: str, show_attempts: bool
       flywheel report
       flywheel report --run r-20260101 --format json > report.json
       flywheel report --format csv --plot savings.png
+      flywheel report --format curve-csv > curve.csv
       flywheel report --run r-20260101 --recheck 8
     """
     from flywheel.library import open_catalog_read_only

@@ -22,6 +22,7 @@ import pandas as pd
 from flywheel import config
 from flywheel.errors import InputError
 from flywheel.report import queries
+from flywheel.report.curve import CURVE_COLUMNS, CURVE_DEFINITIONS, curve_lines, learning_curve
 from flywheel.report.figures import DEFINITIONS, PROBLEM_COLUMNS, fold_problems, headline, headline_lines
 
 SCHEMA = "flywheel-report/2"
@@ -63,6 +64,7 @@ class Report:
     attempts: pd.DataFrame
     context: pd.DataFrame
     energy_per_token: pd.DataFrame
+    curve: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CURVE_COLUMNS)))
     run_id: str | None = None
     catalog_url: str = ""
     generated_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
@@ -71,7 +73,7 @@ class Report:
     def summary_lines(self) -> list[str]:
         """The headline of every run (its lines in order), then one line per model's usable context."""
         lines = [line for summary in self.runs["summary"].tolist() for line in summary.splitlines()]
-        return [*lines, *self.context["summary"].tolist()]
+        return [*lines, *curve_lines(self.curve), *self.context["summary"].tolist()]
 
     def headline(self, run_id: str) -> dict[str, Any]:
         """The named figures of `run_id` as plain JSON values (what `flywheel run --json` carries)."""
@@ -81,8 +83,8 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA, "generated_at": self.generated_at, "catalog": self.catalog_url,
-            "run_id": self.run_id, "definitions": DEFINITIONS, "summary": self.summary_lines,
-            "runs": records(self.runs), "problems": records(self.problems), "attempts": records(self.attempts),
+            "run_id": self.run_id, "definitions": {**DEFINITIONS, "curve": CURVE_DEFINITIONS},
+            "summary": self.summary_lines, "curve": records(self.curve), "runs": records(self.runs), "problems": records(self.problems), "attempts": records(self.attempts),
             "context": records(self.context), "energy_per_token": records(self.energy_per_token),
         }
 
@@ -249,6 +251,7 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
                              hint="`flywheel report` without --run lists every run")
         raw_attempts = queries.attempts(conn, run_id)
         raw_context = queries.library_context(conn)
+        solutions = queries.solution_times(conn)
     attempts = _frame(raw_attempts, [*queries.ATTEMPT_COST_COLUMNS, "reference", "tool_tokens"])
     attempts["energy_joules"] = _float(attempts["energy_joules"])
     plain = records(attempts)
@@ -260,7 +263,11 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
     problems = pd.DataFrame([{k: p[k] for k in PROBLEM_COLUMNS} for p in folded], columns=list(PROBLEM_COLUMNS))
     for name in ("baseline_passes", "baseline_attempts", "budget_exhausted_without", "best_attempt"):
         problems[name] = pd.to_numeric(problems[name], errors="coerce").astype("Int64")
+    for r in run_rows:
+        r["decode_schedule_json"] = json.loads(r["decode_schedule"]) if r.get("decode_schedule") else None
+    curve = learning_curve(run_rows, [a for a in plain if a["run_id"] in run_ids], solutions)
     return Report(runs=runs, problems=problems, attempts=attempts[list(ATTEMPT_COLUMNS)].reset_index(drop=True),
+                  curve=curve,
                   context=_shape_context(raw_context, context_window),
                   energy_per_token=_energy_per_token(attempts[attempts["run_id"].isin(run_ids)]),
                   run_id=run_id, catalog_url=str(catalog.url))

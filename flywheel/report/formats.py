@@ -4,5 +4,5 @@ from __future__ import annotations
 
 from typing import Literal
 
-Format = Literal["table", "csv", "json", "md"]
-FORMATS: tuple[Format, ...] = ("table", "csv", "json", "md")
+Format = Literal["table", "csv", "json", "md", "curve-csv"]
+FORMATS: tuple[Format, ...] = ("table", "csv", "json", "md", "curve-csv")

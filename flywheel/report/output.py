@@ -201,6 +201,8 @@ def render(report: Report, fmt: Format = "table", *, attempts: bool = False) -> 
         return to_csv(report)
     if fmt == "md":
         return to_markdown(report, attempts)
+    if fmt == "curve-csv":   # the learning curve, one row per run (`flywheel.report.curve`)
+        return report.curve.to_csv(index=False, lineterminator="\n")
     if fmt == "table":
         return to_table(report, attempts=attempts)
     raise ValueError(f"unknown report format {fmt!r}; use one of {', '.join(FORMATS)}")

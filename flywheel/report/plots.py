@@ -1,8 +1,9 @@
-"""Report plots (matplotlib, no GUI backend): decode tokens without vs with the graft per problem; accuracy per pass."""
+"""Report plots (matplotlib, no GUI backend): decode tokens without vs with the graft per problem; the learning curve."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from matplotlib.figure import Figure  # a bare Figure needs no pyplot state nor a display
 
@@ -26,8 +27,9 @@ def figure(report: Report) -> Figure:
     """The two-panel report figure.
 
     Left: per problem with a measured baseline, decode tokens without vs with the graft (the decode
-    factor's two sides, all K attempts each), on a log axis. Right: accuracy (problems verified /
-    problems attempted) per run, labelled `pass 1`, `pass 2`, ... in start order.
+    factor's two sides, all K attempts each), on a log axis. Right: the learning curve (`report.curve`):
+    each run's first-attempt verified rate with its 95% interval, labelled as the curve labels it (a
+    control is called a control), and decode tokens per verified answer on the right axis.
     """
     import numpy as np
 
@@ -64,19 +66,32 @@ def figure(report: Report) -> Figure:
     ax_tok.set_title(title, fontsize=10)
     ax_tok.set_ylabel("decode tokens (log)")
 
-    runs = report.runs
-    labels = [f"pass {i + 1}" for i in range(len(runs))]
-    positions = list(range(len(labels)))
-    accuracy = runs["accuracy"].astype("float64").fillna(0.0).tolist() if len(runs) else []
-    bars = ax_acc.bar(positions, accuracy, color="#2ca02c")
-    if labels:  # 0/4 is a result: say so on the bar, which has no height to show it
-        ax_acc.bar_label(bars, labels=[f"{int(s)}/{int(p)}" for s, p in zip(runs["verified"], runs["problems"],
-                                                                             strict=True)], padding=2)
-        ax_acc.set_xticks(positions, labels)
-    else:
-        ax_acc.set_xticks([])
-        ax_acc.text(0.5, 0.5, "no runs recorded", ha="center", va="center", transform=ax_acc.transAxes)
-    ax_acc.set_ylim(0, 1.15)
-    ax_acc.set_title("accuracy per flywheel pass", fontsize=10)
-    ax_acc.set_ylabel("verified / problems")
+    _curve_panel(ax_acc, report)
     return fig
+
+
+def _curve_panel(ax: Any, report: Report) -> None:
+    curve = report.curve
+    if curve.empty:
+        ax.set_xticks([])
+        ax.text(0.5, 0.5, "no runs recorded", ha="center", va="center", transform=ax.transAxes)
+        return
+    x = list(range(len(curve)))
+    rate = curve["first_rate"].astype("float64").fillna(0.0).to_numpy()
+    low = curve["first_low"].astype("float64").fillna(0.0).to_numpy()
+    high = curve["first_high"].astype("float64").fillna(0.0).to_numpy()
+    colors = ["#999999" if str(label).startswith("control") else "#2ca02c" for label in curve["label"]]
+    bars = ax.bar(x, rate, color=colors, yerr=[rate - low, high - rate], capsize=3, ecolor="#444444")
+    ax.bar_label(bars, labels=[f"{int(v)}/{int(n)}" for v, n in zip(curve["first_verified"], curve["problems"],
+                                                                    strict=True)], padding=2, fontsize=8)
+    ax.set_xticks(x, [str(label) for label in curve["label"]], rotation=30 if len(x) > 4 else 0,
+                  ha="right" if len(x) > 4 else "center", fontsize=8)
+    ax.set_ylim(0, 1.2)
+    ax.set_ylabel("first attempt verified (95% interval)")
+    ax.set_title("learning curve: runs in the order they ran", fontsize=10)
+    per = curve["decode_tokens_per_verified"].astype("float64")
+    if per.notna().any():
+        twin = ax.twinx()
+        twin.plot(x, per.to_numpy(), color="#d62728", marker="o", linewidth=1.5)
+        twin.set_ylabel("decode tokens per verified answer", color="#d62728")
+        twin.set_ylim(0, float(per.max()) * 1.3)

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, column, func, select, table
 
-from flywheel.catalog.models import ArtifactRow, AttemptRow, ProblemRow, RunRow
+from flywheel.catalog.models import ArtifactRow, AttemptRow, ProblemRow, RunRow, SolutionRow
 
 ATTEMPT_COST_COLUMNS = (
     "attempt_id", "run_id", "problem_id", "attempt_index", "route", "grafted", "artifact_sha256",
@@ -53,6 +53,14 @@ def attempts(conn: Connection, run_id: str | None = None) -> Rows:
         stmt = stmt.where((attempt_costs.c.run_id == run_id)
                           | ((attempt_costs.c.grafted == 0) & attempt_costs.c.problem_id.in_(in_run)))
     return _rows(conn, stmt)
+
+
+def solution_times(conn: Connection) -> Rows:
+    """When each solution was deposited and whether it is verified (the learning curve's library size)."""
+    sol = SolutionRow.__table__
+    rows = _rows(conn, select(sol.c.created_at, sol.c.verdict_status, sol.c.unverified).order_by(sol.c.id))
+    return [{"created_at": r["created_at"], "verified": r["verdict_status"] == "equivalent" and not r["unverified"]}
+            for r in rows]
 
 
 def library_context(conn: Connection) -> Rows:

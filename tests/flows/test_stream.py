@@ -69,3 +69,33 @@ def test_attempts_until_verified_stop_at_the_first_verified_and_report_the_token
                                      attempts=3, until_verified=True, starter=False, run_id=until["run_id"]))
     assert resumed["totals"]["decode_tokens"] == until["totals"]["decode_tokens"]
     runtime.close_libraries()
+
+
+def test_the_report_draws_the_learning_curve_in_run_order_and_names_the_control(
+        scripted: str, tmp_path: Path) -> None:
+    from flywheel.report import build_report, plot, render
+
+    box, lib = tmp_path / "inbox", tmp_path / "lib"
+    _drop(box, "a.jsonl", ["a1", "a2"])
+    flywheel_run(RunConfig(problems=f"inbox:{box}", model=scripted, library=str(lib), budget=40, starter=False))
+    _drop(box, "b.jsonl", ["b1"])
+    flywheel_run(RunConfig(problems=f"inbox:{box}", model=scripted, library=str(lib), budget=40, starter=False,
+                           no_graft=True))
+    _drop(box, "c.jsonl", ["c1", "c2"])
+    flywheel_run(RunConfig(problems=f"inbox:{box}", model=scripted, library=str(lib), budget=40, starter=False,
+                           attempts=3, until_verified=True))
+    catalog = runtime.library(str(lib), config.database_url(lib)).catalog
+    report = build_report(catalog)
+    curve = report.curve
+    assert curve["label"].tolist() == ["run 1", "control (no graft)", "run 2"]
+    assert curve["problems"].tolist() == [2, 1, 2]
+    # the scripted model answers 9: "x + n = n + 4" problems are wrong for it, every attempt
+    assert curve["first_verified"].tolist() == [0, 0, 0]
+    assert curve.iloc[2]["attempts_per_problem"] == 3 and curve.iloc[2]["attempts_not_decoded"] == 0
+    assert all(0 <= lo <= hi <= 1 for lo, hi in zip(curve["first_low"], curve["first_high"], strict=True))
+    text = render(report, "curve-csv")
+    assert text.splitlines()[0].startswith("run_id,label,") and len(text.splitlines()) == 4
+    assert report.to_dict()["curve"][1]["label"] == "control (no graft)"
+    assert any("learning curve" in line for line in report.summary_lines)
+    assert plot(report, tmp_path / "curve.png").stat().st_size > 10_000
+    runtime.close_libraries()
