@@ -20,9 +20,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
-
 from collections.abc import Callable
+from typing import Any
 
 import torch
 

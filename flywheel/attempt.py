@@ -301,7 +301,7 @@ def solve_many(engine: Engine, library: GraftSource | None, jobs: Iterable[Attem
 
     def requests() -> Iterator[DecodeRequest | _Later]:
         for job in jobs:
-            if job is LATER:              # the caller has nothing to admit yet (attempts until verified)
+            if isinstance(job, _Later):   # the caller has nothing to admit yet (attempts until verified)
                 yield LATER
                 continue
             live = any(a.budget > 0 for a in job.attempts)

@@ -646,7 +646,7 @@ class BatchDecoder:
                     if req is None:
                         exhausted = True
                         break
-                    if req is LATER:
+                    if isinstance(req, _Later):
                         break
                     self._check_in_schedule(req)
                     if req.budget <= 0:          # nothing to decode: finished at admission

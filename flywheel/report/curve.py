@@ -45,6 +45,11 @@ def _when(value: Any) -> datetime | None:
     return pd.Timestamp(value).to_pydatetime()
 
 
+def _deposited_by(solution: dict[str, Any], ended: datetime | None) -> bool:
+    made = _when(solution["created_at"])
+    return ended is None or made is None or made <= ended
+
+
 def learning_curve(runs: Sequence[dict[str, Any]], attempts: Sequence[dict[str, Any]],
                    solutions: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """The curve over `runs` (catalog rows, in start order) from their `attempts` (report rows, each with
@@ -68,8 +73,7 @@ def learning_curve(runs: Sequence[dict[str, Any]], attempts: Sequence[dict[str, 
         if not control:
             number += 1
         ended = _when(run.get("finished_at")) or _when(run.get("started_at"))
-        library = sum(1 for s in solutions if s["verified"] and (ended is None or _when(s["created_at"]) is None
-                                                                  or _when(s["created_at"]) <= ended))
+        library = sum(1 for s in solutions if s["verified"] and _deposited_by(s, ended))
         sampled = [int(a["decode_tokens"]) for a in own if a["attempt_index"] > 0]
         planned = int(run["attempts"]) * n
         not_decoded = max(0, planned - len(own))
