@@ -349,18 +349,32 @@ def plain_format(tokenizer: Any, model: str) -> PromptFormat:
     return PLAIN
 
 
+#: The template a checkpoint with named chat templates (`{"default": ..., "tool_use": ...}`) is asked with.
+DEFAULT_TEMPLATE_NAME = "default"
+
+
 def chat_format(tokenizer: Any, model: str) -> PromptFormat:
-    """The chat format read off the tokenizer's own chat template."""
+    """The chat format read off the tokenizer's own chat template (its `default` one where it names several;
+    the name is then part of the hashed template, so another name's artifacts are refused)."""
     template = getattr(tokenizer, "chat_template", None)
+    hashed = template
+    if isinstance(template, dict):
+        named = template.get(DEFAULT_TEMPLATE_NAME)
+        if not isinstance(named, str) or not named:
+            raise ModelError(f"{model!r} names chat templates {', '.join(map(repr, sorted(map(str, template))))} "
+                             f"but none called {DEFAULT_TEMPLATE_NAME!r}", hint="use the plain format")
+        template, hashed = named, f"{DEFAULT_TEMPLATE_NAME}\n{named}"
     if not isinstance(template, str) or not template:
         raise ModelError(f"{model!r} has no chat template, so it cannot be asked in the chat format",
                          hint="use the plain format")
+    chosen = template
 
     def render(messages: list[dict[str, str]], generation: bool) -> str:
-        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation))
+        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation,
+                                                 chat_template=chosen))
 
     try:
-        return ChatFormat.from_template(template, render)
+        return ChatFormat.from_template(hashed, render)
     except ValueError as err:
         raise ModelError(f"the chat template of {model!r} cannot be used: {err}",
                          hint="use the plain format") from err
