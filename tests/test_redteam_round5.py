@@ -24,3 +24,55 @@ def test_named_chat_templates_use_the_default_and_hash_its_name(tiny_qwen: Engin
     tok.chat_template = {"tool_use": "{{ messages }}"}
     with pytest.raises(ModelError, match="none called 'default'"):
         chat_format(tok, "tiny")
+
+
+def _outlives(parent_code: str, seconds: float = 10) -> bool:
+    """Start `parent_code` (it prints its worker's pid once the worker is busy), kill it with SIGKILL, and
+    say whether the worker is still alive `seconds` later (it is then killed)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    os.kill(child, 0)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.2)
+    os.kill(child, signal.SIGKILL)
+    return True
+
+
+def test_a_busy_worker_ends_within_seconds_of_its_parent_killed_outright() -> None:
+    """Class 8: kill -9 during GSM-Symbolic generation left the generator worker burning a core for minutes:
+    it runs in a session of its own and, busy, never reads the EOF of its closed stdin. Here the worker is
+    busy in a loop after starting the watch both bounded workers start first (`verifiers.parentwatch`)."""
+    busy = ("from verifiers.parentwatch import exit_with_parent\nexit_with_parent(0.2)\n"
+            "import sys\nprint('busy', flush=True)\nwhile True: pass\n")
+    parent_code = (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {busy!r}], stdout=subprocess.PIPE, start_new_session=True)\n"
+        "p.stdout.readline()\n"
+        "print(p.pid, flush=True)\n"
+        "import time; time.sleep(600)\n")
+    assert not _outlives(parent_code)
+
+
+@pytest.mark.parametrize("module", ["flywheel.sources.gsm_worker", "verifiers.worker"])
+def test_both_bounded_workers_start_the_watch_first(module: str) -> None:
+    import importlib
+    import inspect
+
+    source = inspect.getsource(importlib.import_module(module)._serve)
+    body = [line.strip() for line in source.splitlines()[2:] if line.strip() and not line.strip().startswith(('"""', "#"))]
+    calls = [i for i, line in enumerate(body) if line.startswith("exit_with_parent(")]
+    assert calls and all("setrlimit" not in line for line in body[:calls[0]])   # before any work

@@ -175,6 +175,10 @@ def _serve(memory_mb: int) -> None:
     """Child main loop: limits first, then import sympy, then answer requests forever."""
     import resource
 
+    from verifiers.parentwatch import exit_with_parent
+
+    exit_with_parent()   # a parent killed outright (kill -9) takes this worker with it within a second
+
     limit = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     sys.set_int_max_str_digits(0)  # exact results are already bounded by max_result_bits

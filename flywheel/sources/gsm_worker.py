@@ -131,6 +131,10 @@ def _serve(memory_mb: int) -> None:
     import resource
     import warnings
 
+    from verifiers.parentwatch import exit_with_parent
+
+    exit_with_parent()   # a parent killed outright (kill -9) takes this worker with it within a second
+
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     warnings.simplefilter("ignore")   # the package warns that constrained templates may be slow: we know
 
