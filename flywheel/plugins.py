@@ -13,8 +13,8 @@ Four registries read one entry-point group each, on their first lookup or listin
 The built-ins are entry points of kv-flywheel's own distribution and load first, through the same
 code; a built-in missing from the installed metadata (an install older than its pyproject) is
 loaded from the registry's `builtins` table instead, so they are always there. A plug-in that
-fails (import error, an exception while registering, an object of the wrong type) is reported on
-stderr in one line and skipped with whatever it had registered; a name already registered is
+fails (import error, an exception while registering, `sys.exit()`, an object of the wrong type) is
+reported on stderr in one line and skipped with whatever it had registered (Ctrl-C still stops); a name already registered is
 refused in one line naming both providers, and the first stays. See docs/plugins.md.
 """
 
@@ -181,7 +181,9 @@ class Registry(Mapping[str, T]):
             else:   # imported before (a module importing a built-in source): its entries are this plug-in's
                 direct = f"module {obj.__name__!r}"
                 self._providers.update({name: loading.label for name, p in self._providers.items() if p == direct})
-        except Exception as err:   # a plug-in's failure never breaks the built-ins or the command
+        except KeyboardInterrupt:  # Ctrl-C still stops the command
+            raise
+        except BaseException as err:   # a plug-in's failure (sys.exit() too) never breaks the built-ins or the command
             for registry, name in loading.added:
                 registry._entries.pop(name, None)
                 registry._providers.pop(name, None)
@@ -221,3 +223,17 @@ def _own(ep: importlib.metadata.EntryPoint) -> bool:
 def _dist_name(ep: importlib.metadata.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     return str(dist.name) if dist is not None and dist.name else "?"
+
+
+def call_plugin(what: str, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` for a registered entry (a source's loader, a format's factory): anything it raises, a
+    `SystemExit` too, becomes one `InputError` naming `what` (a FlywheelError passes as it is; Ctrl-C stops)."""
+    from flywheel.errors import FlywheelError, InputError
+
+    try:
+        return fn(*args)
+    except (KeyboardInterrupt, FlywheelError):
+        raise
+    except BaseException as err:
+        raise InputError(f"{what} failed: {type(err).__name__}: {err}"[:500],
+                         hint="a plug-in's bug: fix or uninstall the package that provides it") from None

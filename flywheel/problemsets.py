@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flywheel.errors import InputError
 from flywheel.sources import describe_sources, resolve
 from flywheel.sources.champ import champ_corpus, load_champ
 from flywheel.sources.files import PROBLEM_FIELDS, load_file
@@ -49,8 +50,17 @@ def load_problem_set(spec: str, *, limit: int | None = None) -> ProblemSet:
 
     Example: `load_problem_set("gen:linear?n=3&seed=1").problems[0].reference` -> `"9"`.
     """
+    from flywheel.plugins import call_plugin
+    from flywheel.sources import SOURCES
+
     src, parsed = resolve(spec)
-    problems, skipped = src.load(parsed)
+    loaded = call_plugin(f"problem source {src.name!r} ({SOURCES.provider(src.name)})", src.load, parsed)
+    if not (isinstance(loaded, tuple) and len(loaded) == 2 and isinstance(loaded[0], list)
+            and all(isinstance(p, Problem) for p in loaded[0]) and isinstance(loaded[1], list)):
+        raise InputError(f"problem source {src.name!r} ({SOURCES.provider(src.name)}) returned "
+                         f"{type(loaded).__name__}, not (problems, skipped)",
+                         hint="a plug-in's bug: fix or uninstall the package that provides it")
+    problems, skipped = loaded
     if limit is not None:
         problems = problems[:limit]
     return ProblemSet(spec, problems, skipped)

@@ -406,7 +406,9 @@ def make_format(name: str, tokenizer: Any, model: str) -> PromptFormat:
     factory = PROMPT_FORMATS.get(name)
     if factory is None:
         raise InputError(f"unknown prompt format {name!r}", hint=f"use {' or '.join(PROMPT_FORMATS)}")
-    fmt = factory(tokenizer, model)
+    from flywheel.plugins import call_plugin
+
+    fmt = call_plugin(f"prompt format {name!r} ({PROMPT_FORMATS.provider(name)})", factory, tokenizer, model)
     if not isinstance(fmt, PromptFormat):
         raise ModelError(f"the prompt format {name!r} ({PROMPT_FORMATS.provider(name)}) built a {type(fmt).__name__}, "
                          "not a PromptFormat")

@@ -76,3 +76,65 @@ def test_both_bounded_workers_start_the_watch_first(module: str) -> None:
     body = [line.strip() for line in source.splitlines()[2:] if line.strip() and not line.strip().startswith(('"""', "#"))]
     calls = [i for i, line in enumerate(body) if line.startswith("exit_with_parent(")]
     assert calls and all("setrlimit" not in line for line in body[:calls[0]])   # before any work
+
+
+EXITING = """
+import sys
+sys.exit(0)
+"""
+
+FAILING_AT_USE = """
+from flywheel.sources import source
+
+@source("bad", prefix="bad:", keys=(), example="bad:", description="a loader that raises")
+def _bad(spec):
+    raise SystemExit(0)
+
+@source("shape", prefix="shape:", keys=(), example="shape:", description="a loader of the wrong shape")
+def _shape(spec):
+    return "not problems"
+
+def raising_format(tokenizer, model):
+    raise RuntimeError("the factory's own bug")
+"""
+
+
+def test_a_plugin_calling_sys_exit_at_import_is_one_line_and_the_command_goes_on(tmp_path: object) -> None:
+    """Class 6: a plug-in whose import calls sys.exit() ended `deposit` with status 0 and nothing stored."""
+    from pathlib import Path
+
+    from tests.test_plugins import _python, install   # type: ignore[import-not-found]
+
+    site = Path(str(tmp_path)) / "site"
+    site.mkdir()
+    install(site, "exiting-plugin", {"kv_flywheel.sources": {"exits": "exiting_plugin"}}, {"exiting_plugin": EXITING})
+    proc = _python(site, "from flywheel.problemsets import load_problem_set\n"
+                         "print(len(load_problem_set('gen:linear?n=2&seed=1').problems))")
+    assert proc.returncode == 0 and proc.stdout.strip() == "2"
+    assert "plugin 'exits' from 'exiting-plugin' (group kv_flywheel.sources) could not be loaded: SystemExit" \
+        in proc.stderr
+
+
+def test_a_plugin_failing_when_used_is_one_line_naming_it_not_a_traceback(tmp_path: object) -> None:
+    """Class 7: a source loader that raises or returns the wrong shape, a format factory that raises."""
+    from pathlib import Path
+
+    from tests.test_plugins import _python, install   # type: ignore[import-not-found]
+
+    site = Path(str(tmp_path)) / "site"
+    site.mkdir()
+    install(site, "failing-plugin", {"kv_flywheel.sources": {"failing": "failing_plugin"},
+                                     "kv_flywheel.prompt_formats": {"raising": "failing_plugin:raising_format"}},
+            {"failing_plugin": FAILING_AT_USE})
+    for spec, said in (("bad:", "problem source 'bad' (plugin 'failing' from 'failing-plugin') failed: SystemExit"),
+                       ("shape:", "problem source 'shape' (plugin 'failing' from 'failing-plugin') returned str")):
+        proc = _python(site, "from flywheel.cli import main; "
+                             f"main(['--library', 'lib', 'run', '--problems', {spec!r}], prog_name='flywheel')")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert said in proc.stderr
+    proc = _python(site, "from flywheel.prompts import make_format\n"
+                         "from flywheel.errors import InputError\n"
+                         "try:\n    make_format('raising', None, 'm')\n"
+                         "except InputError as e:\n    print(e.message)\n")
+    assert "prompt format 'raising' (plugin 'raising' from 'failing-plugin') failed: RuntimeError: the factory's" \
+        in proc.stdout
