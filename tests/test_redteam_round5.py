@@ -103,7 +103,7 @@ def test_a_plugin_calling_sys_exit_at_import_is_one_line_and_the_command_goes_on
     """Class 6: a plug-in whose import calls sys.exit() ended `deposit` with status 0 and nothing stored."""
     from pathlib import Path
 
-    from tests.test_plugins import _python, install   # type: ignore[import-not-found]
+    from tests.test_plugins import _python, install  # type: ignore[import-not-found]
 
     site = Path(str(tmp_path)) / "site"
     site.mkdir()
@@ -119,7 +119,7 @@ def test_a_plugin_failing_when_used_is_one_line_naming_it_not_a_traceback(tmp_pa
     """Class 7: a source loader that raises or returns the wrong shape, a format factory that raises."""
     from pathlib import Path
 
-    from tests.test_plugins import _python, install   # type: ignore[import-not-found]
+    from tests.test_plugins import _python, install  # type: ignore[import-not-found]
 
     site = Path(str(tmp_path)) / "site"
     site.mkdir()
