@@ -87,11 +87,48 @@ class PromptFormat:
         raise NotImplementedError
 
     def template_break(self, problem: str, solution: str, answer: str, reference: str = "") -> str | None:
-        """Why these texts would break this format's graft, or None when they fit it."""
+        """Why these texts would break this format's graft, or None when they fit it. One rule for every
+        format: a solution that boxes or states a final answer other than `answer` is refused (its graft
+        would show the wrong answer first)."""
         for name, text in (("answer", answer), ("reference", reference)):
             if len(text.strip().splitlines()) > 1:
                 return f"the {name} is more than one line"
-        return None
+        return contradicted(solution, answer)
+
+
+def _stated(text: str) -> list[str]:
+    """Every final answer `text` states: each `\\boxed{...}` (nested braces), each `Final answer: ...` line."""
+    found = [m.group(1) for m in re.finditer(r"(?im)^\s*final\s+answer\s*:\s*(.+?)\s*$", text)]
+    start = text.find("\\boxed{")
+    while start >= 0:
+        depth, i = 0, start + len("\\boxed")
+        for i in range(i, len(text)):
+            depth += 1 if text[i] == "{" else -1 if text[i] == "}" else 0
+            if depth == 0:
+                break
+        found.append(text[start + len("\\boxed{"):i])
+        start = text.find("\\boxed{", i)
+    return found
+
+
+def _bare(answer: str) -> str:
+    return re.sub(r"\s+", "", answer.strip().strip("$").rstrip(".").strip("$"))
+
+
+def contradicted(solution: str, answer: str) -> str | None:
+    """Why `solution` contradicts `answer` (it boxes or states another final answer), or None.
+
+    Compared as written, spaces and `$` aside: `\\boxed{5.0}` under the answer `5` is refused too (a reject
+    is the safe side: the deposit can be made with the box removed).
+
+    Example:
+        >>> contradicted("so x = 7, $\\boxed{7}$", "5")
+        "the solution states the final answer '7', not the answer '5'"
+    """
+    for stated in _stated(solution):
+        if _bare(stated) != _bare(answer):
+            return f"the solution states the final answer {stated.strip()!r}, not the answer {answer.strip()!r}"
+    return None
 
 
 # --- the plain text format (template v2) --------------------------------------------------------
@@ -193,7 +230,7 @@ class PlainFormat(PromptFormat):
         return (text[:m.start()] if m else text).strip()
 
     def template_break(self, problem: str, solution: str, answer: str, reference: str = "") -> str | None:
-        return template_break(problem, solution, answer, reference)
+        return template_break(problem, solution, answer, reference) or contradicted(solution, answer)
 
 
 PLAIN = PlainFormat()

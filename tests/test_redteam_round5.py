@@ -138,3 +138,22 @@ def test_a_plugin_failing_when_used_is_one_line_naming_it_not_a_traceback(tmp_pa
                          "except InputError as e:\n    print(e.message)\n")
     assert "prompt format 'raising' (plugin 'raising' from 'failing-plugin') failed: RuntimeError: the factory's" \
         in proc.stdout
+
+
+@pytest.mark.parametrize("fixture", ["tiny_qwen", "tiny_gemma"])
+def test_a_solution_boxing_another_answer_is_refused_in_every_format(fixture: str, request: pytest.FixtureRequest,
+                                                                     tmp_path: object) -> None:
+    """Class 1: a chat-format worked solution whose own \\boxed{} contradicts its answer was stored as verified."""
+    from pathlib import Path
+
+    from flywheel.errors import DepositRefusedError
+    from flywheel.library import Library
+    from flywheel.problemsets import Problem
+
+    engine: Engine = request.getfixturevalue(fixture)
+    with Library.open(Path(str(tmp_path)) / "lib") as lib:
+        problem = Problem("p", "What is 2+3?", reference="5")
+        with pytest.raises(DepositRefusedError, match="states the final answer '7', not the answer '5'"):
+            lib.deposit(engine, problem, "2+3 = 7, so $\\boxed{7}$.", "5")
+        lib.deposit(engine, problem, "2+3 = 5, so $\\boxed{5}$.", "5")   # agreeing is fine
+        lib.deposit(engine, problem, "2+3 = 5.", "5")
