@@ -101,13 +101,14 @@ def _stated(text: str) -> list[str]:
     found = [m.group(1) for m in re.finditer(r"(?im)^\s*final\s+answer\s*:\s*(.+?)\s*$", text)]
     start = text.find("\\boxed{")
     while start >= 0:
-        depth, i = 0, start + len("\\boxed")
-        for i in range(i, len(text)):
-            depth += 1 if text[i] == "{" else -1 if text[i] == "}" else 0
+        depth, end = 0, start + len("\\boxed")
+        while end < len(text):
+            depth += 1 if text[end] == "{" else -1 if text[end] == "}" else 0
             if depth == 0:
                 break
-        found.append(text[start + len("\\boxed{"):i])
-        start = text.find("\\boxed{", i)
+            end += 1
+        found.append(text[start + len("\\boxed{"):end])
+        start = text.find("\\boxed{", end)
     return found
 
 
