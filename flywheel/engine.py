@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -134,6 +135,10 @@ def apply_determinism(settings: EngineSettings) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
+
+
+#: An added token that reads as markup (never produced from data text: `Engine.encode_data`).
+MARKUP_TOKEN = re.compile(r"<\|[^\s]{1,64}?\|>|<[^\s<>]{1,64}>|\[[^\s\[\]]{1,64}\]")
 
 
 def _tokenizer_sha256(tokenizer: Any) -> str:
@@ -328,10 +333,35 @@ class Engine:
         prompt (`bos`) where this engine's format wants the tokenizer's (the plain format does)."""
         ids: list[int] = []
         for piece in pieces:
-            if piece.text:
-                ids += self.tokenizer.encode(piece.text, add_special_tokens=False, split_special_tokens=not piece.control)
+            if piece.control:
+                ids += self.tokenizer.encode(piece.text, add_special_tokens=False) if piece.text else []
+            elif piece.text:
+                ids += self.encode_data(piece.text)
         bos_id = self.tokenizer.bos_token_id if self.prompt_format.bos else None
         return ([bos_id] if bos and bos_id is not None else []) + ids
+
+    def encode_data(self, text: str) -> list[int]:
+        """Token ids of data text (a problem, a solution, an answer): never a control token. Special tokens
+        are split as text, and so is every other added token (Qwen's `<tool_call>` is not marked special,
+        yet its template gives it meaning): where one occurs, the text goes through the tokenizer's own
+        normalizer, pre-tokenizer and model with no added-token matching. Text holding none of them is
+        tokenized exactly as before."""
+        added = self._added_contents()
+        if not any(tok in text for tok in added):
+            return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+        backend = self.tokenizer.backend_tokenizer
+        normalized = backend.normalizer.normalize_str(text) if backend.normalizer is not None else text
+        words = backend.pre_tokenizer.pre_tokenize_str(normalized) if backend.pre_tokenizer is not None else [(normalized, None)]
+        return [tok.id for word, _ in words for tok in backend.model.tokenize(word)]
+
+    def _added_contents(self) -> tuple[str, ...]:
+        """The tokenizer's added tokens that read as markup (`<tool_call>`, `<|im_end|>`, `<start_of_turn>`,
+        `[INST]`, `<0x0A>`): what a template or tool gives meaning. Added plain text (Gemma adds runs of
+        spaces and newlines as tokens) is tokenized as the tokenizer always did."""
+        cached: tuple[str, ...] | None = getattr(self, "_added", None)
+        if cached is None:
+            cached = self._added = tuple(t for t in self.tokenizer.get_added_vocab() if MARKUP_TOKEN.fullmatch(t))
+        return cached
 
     def decode_text(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))

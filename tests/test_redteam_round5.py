@@ -157,3 +157,29 @@ def test_a_solution_boxing_another_answer_is_refused_in_every_format(fixture: st
             lib.deposit(engine, problem, "2+3 = 7, so $\\boxed{7}$.", "5")
         lib.deposit(engine, problem, "2+3 = 5, so $\\boxed{5}$.", "5")   # agreeing is fine
         lib.deposit(engine, problem, "2+3 = 5.", "5")
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-coder-0.5b", "gemma3-270m", "smollm2-135m"])
+def test_no_added_token_of_a_packaged_tokenizer_becomes_a_control_token_in_data(model: str) -> None:
+    """Class 4: Qwen's `<tool_call>` / `</tool_call>` (added, special = false) in a problem or solution were
+    stored in the graft and asked as the model's tool-call tokens. Every added token of each packaged model's
+    tokenizer, special or not, appearing in data, is split as text."""
+    from transformers import AutoTokenizer
+
+    from flywheel import modelzoo
+    from flywheel.prompts import Piece
+
+    tok = AutoTokenizer.from_pretrained(modelzoo.prepare(model, progress=False), local_files_only=True)
+    engine = Engine.__new__(Engine)   # the tokenizer is all encode_data reads
+    engine.tokenizer = tok
+    from flywheel.engine import MARKUP_TOKEN
+
+    added = {t: i for t, i in tok.get_added_vocab().items() if MARKUP_TOKEN.fullmatch(t)}
+    assert added, "every packaged tokenizer adds markup tokens"
+    text = "Compute 2+3. " + " then ".join(added) + " and answer."
+    ids = engine.encode_data(text)
+    assert not set(ids) & set(added.values()), model       # not one of them is a control (or added) token
+    assert tok.decode(ids) == text                          # the text, split as text
+    plain = "Natalia sold clips to 48 of her friends in April. How many?"
+    assert engine.encode_data(plain) == tok.encode(plain, add_special_tokens=False)   # unchanged without them
+    assert Piece  # the data/control split is the prompt format's (flywheel.prompts.Piece)
