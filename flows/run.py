@@ -178,14 +178,17 @@ class RunConfig(BaseModel):
         return DecodeSchedule.of_run(self.slots, self.dtype, calculator=self.calculator, grounding=self.grounding,
                                      weights=weights)
 
-    def settings(self) -> dict[str, Any]:
-        """The router, energy and verifier settings as plain JSON values: what the catalog records per run.
+    def settings(self, prompt_format: str | None = None) -> dict[str, Any]:
+        """The router, energy and verifier settings as plain JSON values: what the catalog records per run,
+        with the sampling seed and, given, the prompt format's tag (its name, version and template hash).
 
         Example:
             >>> RunConfig(problems="champ").settings()["router"]["near_threshold"]   # doctest: +SKIP
             0.5
         """
-        out = self.model_dump(mode="json", include={"router", "energy", "verifier"})
+        out = self.model_dump(mode="json", include={"router", "energy", "verifier", "seed"})
+        if prompt_format is not None:
+            out["prompt_format"] = prompt_format
         if self.until_verified:   # absent when off, so runs recorded before the option resume as they were
             out["attempt_policy"] = {"until_verified": True}
         return out
@@ -551,7 +554,7 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     schedule = cfg.schedule(env.engine().settings.weights)
     done = open_run(env, pset, run_id=run_id, flow_run_id=flow_run_id, budget=cfg.budget,
                     attempts=cfg.attempts, no_graft=cfg.no_graft, run_budget=cfg.run_budget, schedule=schedule.to_dict(),
-                    settings=cfg.settings(), verifier=cfg.verifier)
+                    settings=cfg.settings(env.engine().prompt_format.tag), verifier=cfg.verifier)
     lib = env.open_library()
     starter = seed_starter(env) if cfg.starter and not cfg.no_graft else []
     prior = lib.catalog.attempts_for_run(run_id)

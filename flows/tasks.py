@@ -106,7 +106,8 @@ def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None
                 and not liveness.is_mine(existing.owner)):
             raise InputError(f"run {run_id!r} is still running (process {str(existing.owner).rsplit(':', 1)[0]})",
                              hint="wait for it to finish, or stop it first; its recorded attempts are kept")
-        _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule, settings)
+        _check_resumable(existing, pset, eng.fingerprint.digest, budget, run_budget, attempts, schedule, settings,
+                         no_graft=no_graft)
     lib.catalog_problems(pset.problems, verifier)   # every reference checked against the catalogue
     lib.catalog.create_run(run_id=run_id, problem_set=pset.spec, problem_set_hash=pset.hash, budget=budget,
                            attempts=attempts, model_name=eng.fingerprint.model,
@@ -118,11 +119,19 @@ def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None
 
 #: Recorded settings that do not change a result, so a run may resume under other values.
 RESULT_NEUTRAL_SETTINGS = frozenset({"verifier.workers"})
+#: Settings recorded since 2026-12-07 (the prompt format and its template hash, the sampling seed): a run
+#: started before has none, and resumes as before; one that has them is compared on them.
+LATER_KEYS = frozenset({"prompt_format", "seed"})
 
 
 def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, run_budget: int | None,
-                     attempts: int, schedule: dict[str, Any], settings: dict[str, Any]) -> None:
+                     attempts: int, schedule: dict[str, Any], settings: dict[str, Any], *, no_graft: bool) -> None:
+    """The one comparison a resume passes: everything the run recorded that shapes its attempts, each named
+    when it differs (keys a run recorded later than it started, `LATER_KEYS`, only where it has them)."""
     hint = "resume with the run's own settings, or start a new run without --run-id"
+    if bool(run.no_graft) != bool(no_graft):
+        raise InputError(f"run {run.id!r} was started {'with' if run.no_graft else 'without'} --no-graft, "
+                         f"not {'with' if no_graft else 'without'} it", hint=hint)
     if run.problem_set_hash != pset.hash:
         raise InputError(f"run {run.id!r} was over problem set {run.problem_set!r} "
                          f"(hash {run.problem_set_hash[:12]}), not {pset.spec!r} (hash {pset.hash[:12]})",
@@ -142,6 +151,8 @@ def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, 
     if then is not None:   # NULL: a run started before settings were recorded
         then_flat, now_flat = _flatten(then), _flatten(settings)
         for name in sorted(then_flat.keys() | now_flat.keys()):
+            if name.split(".")[0] in LATER_KEYS and name not in then_flat:
+                continue   # recorded since a later version: a run from before could not record it
             if name not in RESULT_NEUTRAL_SETTINGS and then_flat.get(name) != now_flat.get(name):
                 raise InputError(f"run {run.id!r} was started with {name} {then_flat.get(name)!r}, "
                                  f"not {now_flat.get(name)!r}", hint=hint)

@@ -183,3 +183,37 @@ def test_no_added_token_of_a_packaged_tokenizer_becomes_a_control_token_in_data(
     plain = "Natalia sold clips to 48 of her friends in April. How many?"
     assert engine.encode_data(plain) == tok.encode(plain, add_special_tokens=False)   # unchanged without them
     assert Piece  # the data/control split is the prompt format's (flywheel.prompts.Piece)
+
+
+def test_a_resume_under_anything_else_that_shapes_the_attempts_is_refused_naming_it(
+        tiny_dirs: dict[str, object], tiny_gemma: Engine, tmp_path: object) -> None:
+    """Class 5: `run --run-id` resumed a cut run under another prompt format or template, another
+    `--no-graft` or another `--seed` without a word."""
+    import json
+    from pathlib import Path
+
+    from flows import RunConfig, flywheel_run, runtime
+    from flywheel.errors import InputError
+
+    model = str(tiny_dirs["gemma3"])
+    runtime.register_engine(model, tiny_gemma)
+    root = Path(str(tmp_path))
+    problems = root / "set.jsonl"
+    problems.write_text(json.dumps({"id": "a", "problem": "Solve for x: x + 1 = 5.", "reference": "4"}) + "\n")
+
+    def run(**kw: object) -> dict:
+        return flywheel_run(RunConfig(problems=str(problems), model=model, library=str(root / "lib"), budget=3,
+                                      starter=False, **kw))  # type: ignore[arg-type]
+
+    first = run(attempts=2, seed=5)
+    for changed, said in (({"seed": 6}, "seed 5"), ({"no_graft": True}, "--no-graft")):
+        with pytest.raises(InputError, match=said):
+            run(attempts=2, run_id=first["run_id"], **{"seed": 5, **changed})
+    from flywheel import config
+
+    catalog = runtime.library(str(root / "lib"), config.database_url(root / "lib")).catalog
+    row = catalog.get_run(first["run_id"])
+    recorded = json.loads(row.settings)
+    assert recorded["prompt_format"] == tiny_gemma.prompt_format.tag      # another format is another tag
+    run(attempts=2, seed=5, run_id=first["run_id"])                       # the same settings resume
+    runtime.close_libraries()
