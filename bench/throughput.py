@@ -248,10 +248,20 @@ def weight_bytes(engine: Engine) -> int:
     return sum(t.numel() * t.element_size() for t in [*engine.model.parameters(), *engine.model.buffers()])
 
 
+def step_bytes(engine: Engine) -> int:
+    """Weight bytes one decode step reads: every weight, less the input embedding where the output
+    projection runs on the kernel's blocks (then the fp32 embedding is only looked up, a row a token)."""
+    embedding = engine.model.get_input_embeddings().weight
+    head = engine.model.get_output_embeddings()
+    looked_up = embedding.numel() * embedding.element_size() if hasattr(head, "codes") else 0
+    return weight_bytes(engine) - looked_up
+
+
 def measure(engine: Engine, texts: list[str], args: argparse.Namespace, limits: dict[str, float],
             weights: str, dtype: str, slots: int | None) -> dict[str, Any]:
     """One configuration's decode figures (a row of the JSON)."""
     wbytes, params = weight_bytes(engine), sum(p.numel() for p in engine.model.parameters())
+    read = step_bytes(engine)
     params += sum(m.in_features * m.out_features for m in engine.model.modules() if hasattr(m, "codes"))
     release_free_memory()
     out = one_at_a_time(engine, texts, args.budget) if slots is None else batched(engine, texts, args.budget, slots)
@@ -259,9 +269,9 @@ def measure(engine: Engine, texts: list[str], args: argparse.Namespace, limits: 
     name = "one-at-a-time" if slots is None else f"batched B={slots}"
     return {"config": name, "weights": weights, "dtype": dtype, "slots": slots, **out, "tokens_per_s": tps,
             "tok_s": tps, "rss_mib": status_kb("VmRSS") / 1024, "peak_rss_mib": status_kb("VmHWM") / 1024,
-            "weight_mib": wbytes / 2**20,
-            # every step reads every weight once; every token costs ~2 FLOP per linear weight
-            "bandwidth_share": wbytes * out["steps"] / out["decode_s"] / limits["memory_bytes_per_s"],
+            "weight_mib": wbytes / 2**20, "step_read_mib": read / 2**20,
+            # every step reads every weight it uses once; every token costs ~2 FLOP per linear weight
+            "bandwidth_share": read * out["steps"] / out["decode_s"] / limits["memory_bytes_per_s"],
             "flops_share": 2 * params * out["tokens"] / out["decode_s"] / limits["matmul_flop_per_s"]}
 
 
@@ -302,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             if not args.json:
                 print(f"{row['config']:>16} {label:>16} {dtype:>8}: {row['tokens']:>5} tok in {row['decode_s']:6.1f} s "
-                      f"decode ({row['tok_s']:6.1f} tok/s), pass {row['wall_s']:6.1f} s, weights {row['weight_mib']:.0f} MiB, "
+                      f"decode ({row['tok_s']:6.1f} tok/s), pass {row['wall_s']:6.1f} s, weights {row['weight_mib']:.0f} MiB "
+                      f"({row['step_read_mib']:.0f} read a step), "
                       f"RSS {row['rss_mib']:.0f} MiB (peak {row['peak_rss_mib']:.0f}), {row['bandwidth_share']:.0%} of "
                       f"memory bandwidth, {row['flops_share']:.0%} of oneDNN fp32 matmul FLOP/s", flush=True)
         del engine
