@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(why, file=sys.stderr)
         return 2
     model_dir = modelzoo.prepare(args.model)
-    modelzoo.ensure_blocks(args.model, model_dir)
+    prepared.ensure_blocks(args.model, model_dir)
     packed, sha = prepared.read_blocks(model_dir)
     shapes: dict[tuple[int, int, str], kb.Packed] = {}
     for p in packed.values():

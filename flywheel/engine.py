@@ -227,7 +227,7 @@ def _install_blocks(model: PreTrainedModel, name: str, model_dir: Path, weights:
     """Swap the model's linears for the kernel over its GGUF blocks; what the fingerprint adds (`extra`)."""
     from flywheel.kernels import KERNEL_VERSION, linear, prepared
 
-    modelzoo.ensure_blocks(name, model_dir)
+    prepared.ensure_blocks(name, model_dir)
     packed, sha = prepared.read_blocks(model_dir)
     isa = kernels.variant()
     linear.install(model, packed, weights, isa)

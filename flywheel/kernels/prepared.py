@@ -120,6 +120,27 @@ def save_blocks(model_dir: Path, packed: dict[str, Packed], source_sha256: str) 
     return record
 
 
+def ensure_blocks(name: str, model_dir: Path, *, progress: bool = True) -> None:
+    """Write a packaged model's block file if it is missing: the GGUF is located again (SHA-256 checked),
+    its linears' blocks decoded, checked against the prepared fp32 weights, packed (`write_blocks`)."""
+    import tempfile
+    import time
+
+    from flywheel import modelzoo
+
+    if has_blocks(model_dir):
+        return
+    if name not in modelzoo.PACKAGED:
+        raise ModelError(f"{name} has no GGUF blocks (only packaged models do)", hint="use --weights fp32")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=model_dir.parent, prefix=f".{name}-blocks-") as tmp:
+        if progress:
+            modelzoo._say(f"packing {name}'s GGUF blocks for the kernel (once per machine)")
+        record = write_blocks(modelzoo.PACKAGED[name].locate_gguf(Path(tmp)), model_dir)
+    if progress:
+        modelzoo._say(f"packed {record['linears']} linears of {name} in {time.perf_counter() - started:.0f} s")
+
+
 def has_blocks(model_dir: Path) -> bool:
     """Whether `model_dir` holds a block file and its record (a packaged model's, or one a test made)."""
     return (model_dir / BLOCKS_FILE).is_file() and (model_dir / BLOCKS_RECORD).is_file()
