@@ -367,7 +367,7 @@ def scan_status(args: argparse.Namespace) -> dict[str, Any]:
     going = {pid: {"attempts_decoded": len(lines), "decode_tokens": sum(x["attempt"]["decode_tokens"] for x in lines),
                    "wall_s": sum(x["wall_s"] for x in lines)}
              for pid, lines in partial.items() if pid not in done}
-    return {"mode": "scan-status", "state": str(state), "model": header.get("model"), "rule": rule,
+    return {"mode": "scan-status", "state": state.name, "model": header.get("model"), "rule": rule,
             "judged": judged, "unsolved": sum(not r["solved"] for r in rows), "wanted": rule.get("problems"),
             "in_progress": going, "decoded": sum(r["decode_tokens"] for r in rows)
             + sum(g["decode_tokens"] for g in going.values()),
@@ -440,7 +440,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
     decoded_without = sum(r["decode_tokens"] for r in chosen)
     return {"mode": "paper-scale", "model": model, "fingerprint": engine.fingerprint.digest,
             "device": engine.fingerprint.device_name, "cpu_count": os.cpu_count(), "load_average": os.getloadavg(),
-            "rule": rule, "paper_scale": args.budget_total >= PAPER_TOTAL, "state": str(state),
+            "rule": rule, "paper_scale": args.budget_total >= PAPER_TOTAL, "state": state.name,   # no machine path
             "state_sha256": modelzoo.sha256_file(state), "champ_set_hash": set_hash(champ),
             "selected": [p.id for p in selected], "selected_set_hash": set_hash(selected), "scanned": scanned,
             "budget_tokens": budget_tokens, "decoded_without_graft": decoded_without,
