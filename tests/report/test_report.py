@@ -236,7 +236,9 @@ def test_real_runs_headlines_and_energy_per_token(real_catalog: RealCatalog) -> 
     assert lines[4].startswith("  computed tokens (prefill + decode): ") and "computed factor" in lines[4]
     assert "times less (estimate from CPU seconds x watts, not a measurement" in lines[5]
     assert lines[6].startswith("  no baseline: 1 grafted problem never measured without a graft (p-new)")
-    assert "4,096-token window" in lines[7]
+    assert lines[7] == "learning curve (runs in the order they started):"
+    assert lines[8].lstrip().startswith("control (no graft)") and lines[9].lstrip().startswith("run 1")
+    assert "4,096-token window" in lines[10]
     ept = report.energy_per_token
     assert list(ept["energy_source"]) == ["estimate"] and ept.iloc[0]["attempts"] == 5
     assert ept.iloc[0]["j_per_token"] > 0
@@ -289,18 +291,20 @@ def test_plot_writes_a_png(real_catalog: RealCatalog, tmp_path: Path) -> None:
     assert (width, height) == (1100, 450)
 
 
-def test_plot_shows_tokens_per_problem_on_a_log_axis_and_short_pass_labels(real_catalog: RealCatalog) -> None:
+def test_plot_shows_tokens_per_problem_on_a_log_axis_and_the_learning_curve_labelled_by_run(
+        real_catalog: RealCatalog) -> None:
     from flywheel.report.plots import figure
 
     report = build_report(real_catalog.catalog)
-    ax_tok, ax_acc = figure(report).axes
+    ax_tok, ax_acc, *_ = figure(report).axes
     assert ax_tok.get_yscale() == "log"
     measured = report.problems[report.problems["decode_tokens_without"].notna()]
     assert [t.get_text() for t in ax_tok.get_xticklabels()] == list(measured["problem_id"])   # p-new: no baseline
     assert "1 grafted problem with no baseline" in ax_tok.get_title()
-    assert [t.get_text() for t in ax_acc.get_xticklabels()] == ["pass 1", "pass 2"]
-    assert [t.get_text() for t in ax_acc.texts] == [f"{s}/{p}" for s, p in zip(report.runs["verified"],
-                                                                               report.runs["problems"], strict=True)]
+    # the baseline run is a control (--no-graft): named so, not "pass 1" (issue 55)
+    assert [t.get_text() for t in ax_acc.get_xticklabels()] == ["control (no graft)", "run 1"]
+    assert [t.get_text() for t in ax_acc.texts] == [f"{s}/{p}" for s, p in zip(report.curve["first_verified"],
+                                                                               report.curve["problems"], strict=True)]
 
 
 @pytest.mark.real_model
