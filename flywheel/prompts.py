@@ -395,17 +395,18 @@ def chat_format(tokenizer: Any, model: str) -> PromptFormat:
     """The chat format read off the tokenizer's own chat template (its `default` one where it names several;
     the name is then part of the hashed template, so another name's artifacts are refused)."""
     template = getattr(tokenizer, "chat_template", None)
-    hashed = template
+    name = ""
     if isinstance(template, dict):
         named = template.get(DEFAULT_TEMPLATE_NAME)
         if not isinstance(named, str) or not named:
             raise ModelError(f"{model!r} names chat templates {', '.join(map(repr, sorted(map(str, template))))} "
                              f"but none called {DEFAULT_TEMPLATE_NAME!r}", hint="use the plain format")
-        template, hashed = named, f"{DEFAULT_TEMPLATE_NAME}\n{named}"
+        template, name = named, DEFAULT_TEMPLATE_NAME
     if not isinstance(template, str) or not template:
         raise ModelError(f"{model!r} has no chat template, so it cannot be asked in the chat format",
                          hint="use the plain format")
-    chosen = template
+    chosen: str = template
+    hashed = f"{name}\n{chosen}" if name else chosen
 
     def render(messages: list[dict[str, str]], generation: bool) -> str:
         return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation,
