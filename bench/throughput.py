@@ -302,9 +302,17 @@ def main(argv: list[str] | None = None) -> int:
     engines = [(config.weights_name(w.strip()), "float32") for w in args.weights.split(",") if w.strip()]
     engines += [("fp32", "bfloat16")] if args.bf16 and not bf16_problem else []
     limits = machine_limits(torch.float32)
+    measured: set[tuple[str, str]] = set()
     for asked, dtype in engines:
+        resolved = config.resolve_weights(asked)
+        if (resolved, dtype) in measured:   # `default` naming a mode already measured in this run
+            continue
         engine = Engine.load(args.model, EngineSettings(dtype=dtype, weights=asked), progress=False)  # type: ignore[arg-type]
         weights = engine.settings.weights
+        if (weights, dtype) in measured:    # fell back to fp32 (a model without blocks): measured already
+            del engine
+            continue
+        measured.add((weights, dtype))
         label = f"{asked} ({weights})" if asked != weights else weights
         configs = [None] if args.one_at_a_time and weights == "fp32" and dtype == "float32" else []
         for slots in [*configs, *args.slots]:

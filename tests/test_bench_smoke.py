@@ -64,21 +64,34 @@ def test_graft_bench_restores_exactly_on_tiny_model(capsys: pytest.CaptureFixtur
 
 
 def test_throughput_bench_compares_paths_on_tiny_model(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
-    out = run_bench("throughput.py", "--model", str(tiny_dirs["gemma3"]), "--problems", "4", "--budget", "6",
-                    "--slots", "2", "4", "--bf16", tmp_path=tmp_path)
+    import shutil
+
+    from flywheel.testing import add_tiny_blocks
+
+    model = add_tiny_blocks(Path(shutil.copytree(tiny_dirs["gemma3"], tmp_path / "tiny-blocks")))
+    out = run_bench("throughput.py", "--model", str(model), "--problems", "4", "--budget", "6",
+                    "--slots", "2", "4", "--weights", "fp32,q-i8a,default", "--one-at-a-time", "--bf16",
+                    tmp_path=tmp_path)
     from flywheel.decode import onednn_dtype_problem
 
     bf16 = onednn_dtype_problem(torch.bfloat16) is None   # AVX2-only hosts cannot: the bench says so and skips it
     assert out["bf16_unsupported"] is None if bf16 else "bf16" in out["bf16_unsupported"]
-    assert out["problems"] == 4 and set(out["tokens_per_s"]) == {"2", "4"}
-    assert set(out["tokens_per_s_bf16"]) == ({"2", "4"} if bf16 else set())
-    assert out["baseline_tokens_per_s"] > 0 and out["speedup_best"] > 0
-    assert out["machine"]["float32"]["memory_bytes_per_s"] > 0 and out["machine"]["float32"]["matmul_flop_per_s"] > 0
-    rows = {r["config"]: r for r in out["rows"]}
-    assert rows["one-at-a-time"]["tokens"] > 0 and rows["batched B=2"]["tokens"] > 0
-    assert rows["batched B=2"]["steps"] < rows["batched B=2"]["tokens"]      # slots shared the steps
-    fp32 = [r for r in out["rows"] if r["dtype"] == "float32" and r["slots"]]
-    assert fp32[0]["tokens_sha256"] == fp32[1]["tokens_sha256"]      # a slot's bits do not depend on B
+    assert out["problems"] == 4 and out["machine"]["memory_bytes_per_s"] > 0
+    rows = {(r["weights"], r["dtype"], r["slots"]): r for r in out["rows"]}
+    # `default` names q-i8a here: measured once, not twice
+    assert set(k for k in rows if k[1] == "float32") == {("fp32", "float32", None), ("fp32", "float32", 2),
+                                                         ("fp32", "float32", 4), ("q-i8a", "float32", 2),
+                                                         ("q-i8a", "float32", 4)}
+    assert len(out["rows"]) == len(rows)
+    assert set(k for k in rows if k[1] == "bfloat16") == ({("fp32", "bfloat16", 2), ("fp32", "bfloat16", 4)}
+                                                          if bf16 else set())
+    assert all(r["tokens"] > 0 and r["tok_s"] > 0 for r in out["rows"])
+    assert rows[("fp32", "float32", 2)]["steps"] < rows[("fp32", "float32", 2)]["tokens"]   # slots shared the steps
+    for weights in ("fp32", "q-i8a"):                 # a slot's bits do not depend on B, under either weights
+        assert rows[(weights, "float32", 2)]["tokens_sha256"] == rows[(weights, "float32", 4)]["tokens_sha256"]
+    assert [(r["weights"], r["slots"]) for r in out["ratios"]] == [("q-i8a", 2), ("q-i8a", 4)]
+    assert all(r["vs_fp32"] > 0 and r["vs_llama_cpp"] is None for r in out["ratios"])
+    assert rows[("q-i8a", "float32", 2)]["weight_mib"] < rows[("fp32", "float32", 2)]["weight_mib"] * 2
     compared = out["bf16_answers"]
     assert [c["slots"] for c in compared] == ([2, 4] if bf16 else []) and all(c["problems"] == 4 for c in compared)
     assert all(0 <= c["same_answer"] <= 4 and 0 <= c["correct_bfloat16"] <= 4 for c in compared)

@@ -251,7 +251,7 @@ def test_the_built_ins_from_metadata_and_from_the_fallback_are_the_same_registri
         runs[how] = json.loads(proc.stdout)
     names = {how: {group: [name for name, _ in rows] for group, rows in run.items()} for how, run in runs.items()}
     assert names["metadata"] == names["fallback"]
-    assert names["metadata"]["kv_flywheel.sources"] == ["champ", "file", "gen", "gsm-symbolic"]
+    assert names["metadata"]["kv_flywheel.sources"] == ["champ", "file", "gen", "gsm-symbolic", "inbox"]
     providers = {how: {p for rows in run.values() for _, p in rows} for how, run in runs.items()}
     assert not any("missing from its installed metadata" in p for p in providers["metadata"])
     assert all("missing from its installed metadata" in p for p in providers["fallback"]), providers["fallback"]

@@ -230,6 +230,16 @@ def _energy_per_token(att: pd.DataFrame) -> pd.DataFrame:
                                       "j_per_token", "j_per_prefill_token", "j_per_decode_token"])
 
 
+def _schedule(text: str | None) -> dict[str, Any] | None:
+    """A run's recorded decode schedule, or None where it is absent or unreadable (the curve then shows no
+    weights for it; `flywheel library verify` names an unreadable row)."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def build_report(catalog: Any, run_id: str | None = None, *, context_window: int | None = None) -> Report:
     """Build the savings report from a catalog's views (no engine needed).
 
@@ -264,7 +274,7 @@ def build_report(catalog: Any, run_id: str | None = None, *, context_window: int
     for name in ("baseline_passes", "baseline_attempts", "budget_exhausted_without", "best_attempt"):
         problems[name] = pd.to_numeric(problems[name], errors="coerce").astype("Int64")
     for r in run_rows:
-        r["decode_schedule_json"] = json.loads(r["decode_schedule"]) if r.get("decode_schedule") else None
+        r["decode_schedule_json"] = _schedule(r.get("decode_schedule"))
     curve = learning_curve(run_rows, [a for a in plain if a["run_id"] in run_ids], solutions)
     return Report(runs=runs, problems=problems, attempts=attempts[list(ATTEMPT_COLUMNS)].reset_index(drop=True),
                   curve=curve,

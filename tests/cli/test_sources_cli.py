@@ -20,7 +20,7 @@ def test_an_unknown_source_prefix_is_named_with_the_sources_there_are(flywheel: 
     proc = flywheel("run", "--problems", "gsm8k:?n=2")
     assert proc.returncode == 2 and "no problem source is called 'gsm8k:'" in proc.stderr
     rows = proc.stderr.splitlines()[1:]
-    assert [row.split()[0] for row in rows] == ["champ", "gen:", "gsm-symbolic:", "PATH"]
+    assert [row.split()[0] for row in rows] == ["champ", "gen:", "gsm-symbolic:", "inbox:", "PATH"]
 
 
 def test_an_error_prints_its_listing_a_row_a_line_and_still_escapes_newlines_in_its_message() -> None:

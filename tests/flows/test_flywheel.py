@@ -222,7 +222,7 @@ def test_a_run_records_the_router_energy_and_verifier_settings_it_used(tiny: str
     run = catalog.get_run(out["run_id"])
     assert run is not None and run.settings == canonical_json(cfg.settings(runtime.engine(tiny).prompt_format.tag))
     recorded = json.loads(run.settings)
-    assert recorded["seed"] == cfg.seed and recorded["prompt_format"].startswith("plain")
+    assert recorded["seed"] == cfg.seed and recorded["prompt_format"] == runtime.engine(tiny).prompt_format.tag
     assert recorded["router"] == {"near_threshold": 0.7, "index_kind": "flat", "hnsw_m": 32, "search_k": 4,
                                   "include_unverified": False, "near_members": 2}
     assert recorded["energy"] == {"cpu_watts": 7.5, "source": "estimate", "powercap_root": "/sys/class/powercap"}

@@ -24,7 +24,7 @@ def isolated_registry() -> Iterator[None]:
 
 def test_the_built_ins_are_listed_with_an_example_each_and_files_last() -> None:
     lines = registry.describe_sources().splitlines()
-    assert [line.split()[0] for line in lines] == ["champ", "gen:", "gsm-symbolic:", "PATH"]
+    assert [line.split()[0] for line in lines] == ["champ", "gen:", "gsm-symbolic:", "inbox:", "PATH"]
     assert all("(e.g. " in line for line in lines)
 
 
@@ -55,7 +55,7 @@ def test_a_word_prefix_claims_the_word_alone_so_a_file_named_like_it_stays_a_fil
 def test_a_missing_file_lists_every_source_a_line_each() -> None:
     with pytest.raises(InputError) as err:
         load_problem_set("/no/such/set.jsonl")
-    assert [row.split()[0] for row in err.value.listing] == ["champ", "gen:", "gsm-symbolic:", "PATH"]
+    assert [row.split()[0] for row in err.value.listing] == ["champ", "gen:", "gsm-symbolic:", "inbox:", "PATH"]
 
 
 # --- the pinned package ----------------------------------------------------------------------------
