@@ -75,6 +75,7 @@ class Registry(Mapping[str, T]):
         self.accept = accept      # None: an entry point names a module, and importing it registers
         self._entries: dict[str, T] = {}
         self._providers: dict[str, str] = {}   # name -> who registered it
+        self._origins: dict[str, str] = {}     # name -> the module that defines it (orders the listing)
         self._loaded = False            # the whole group loaded (a read does it)
         self._builtins_loaded = False   # its built-ins loaded (a plug-in registering into it does it)
         self._done: set[tuple[str, str, str]] = set()   # (dist, name, value) of entry points loaded
@@ -86,8 +87,15 @@ class Registry(Mapping[str, T]):
         return self._entries[name]
 
     def __iter__(self) -> Iterator[str]:
+        """Built-ins in the table's order, then the others as registered.
+
+        A built-in module imported directly (flows importing the inbox) registers before the group
+        loads; listings still follow the table, never the order modules happened to be imported in.
+        """
         self.load()
-        return iter(list(self._entries))
+        rank = {value.split(":")[0]: i for i, (_, value) in enumerate(self.builtins)}
+        seq = {name: i for i, name in enumerate(self._entries)}
+        return iter(sorted(self._entries, key=lambda name: (rank.get(self._origins.get(name, ""), len(rank)), seq[name])))
 
     def __len__(self) -> int:
         self.load()
@@ -115,6 +123,7 @@ class Registry(Mapping[str, T]):
             self.refuse(f"{self.what} {name!r} is already registered", name)
             return entry
         self._entries[name] = entry
+        self._origins[name] = origin
         self._providers[name] = _LOADING[-1].label if _LOADING else f"module {origin!r}"
         if _LOADING:
             _LOADING[-1].added.append((self, name))
@@ -187,6 +196,7 @@ class Registry(Mapping[str, T]):
             for registry, name in loading.added:
                 registry._entries.pop(name, None)
                 registry._providers.pop(name, None)
+                registry._origins.pop(name, None)
             _report(f"{loading.label} (group {self.group}) could not be loaded: {type(err).__name__}: {err}")
         finally:
             _LOADING.pop()
@@ -199,11 +209,11 @@ class Registry(Mapping[str, T]):
         state kept.
         """
         self.load()
-        entries, providers, done = dict(self._entries), dict(self._providers), set(self._done)
+        entries, providers, origins, done = dict(self._entries), dict(self._providers), dict(self._origins), set(self._done)
         try:
             yield
         finally:
-            self._entries, self._providers, self._done = entries, providers, done
+            self._entries, self._providers, self._origins, self._done = entries, providers, origins, done
             self._loaded = self._builtins_loaded = True
 
 

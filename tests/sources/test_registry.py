@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.metadata
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +58,15 @@ def test_a_missing_file_lists_every_source_a_line_each() -> None:
     with pytest.raises(InputError) as err:
         load_problem_set("/no/such/set.jsonl")
     assert [row.split()[0] for row in err.value.listing] == ["champ", "gen:", "gsm-symbolic:", "inbox:", "PATH"]
+
+
+def test_the_listing_follows_the_table_whichever_built_in_was_imported_first() -> None:
+    # flows import the inbox module directly, so it registers before the group loads; CI ran in that order
+    script = ("import flywheel.sources.inbox, flywheel.sources.files\n"
+              "from flywheel.sources import registry\n"
+              "print(' '.join(registry.SOURCES))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["champ", "file", "gen", "gsm-symbolic", "inbox"]
 
 
 # --- the pinned package ----------------------------------------------------------------------------
