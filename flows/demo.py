@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.run import RunConfig, flywheel_run, new_run_id, run_env
-from flows.starter import STARTER, STARTER_SET
+from flows.starter import STARTER, starter_set
 from flywheel import config
 from flywheel.domain import Progress
 from flywheel.problemsets import Problem, load_champ, load_problem_set
@@ -41,7 +41,7 @@ def demo_problems(champ: int = config.DEMO_CHAMP, per_family: int = config.DEMO_
 
 def family_seeds() -> list[Problem]:
     """One verified sibling per word family: the starter library's problems (train split, never attempted here)."""
-    return load_problem_set(STARTER_SET).problems
+    return load_problem_set(starter_set()).problems
 
 
 def write_set(problems: list[Problem], path: Path) -> Path:

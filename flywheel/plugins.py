@@ -105,6 +105,12 @@ class Registry(Mapping[str, T]):
         """Who registered `name`: `plugin 'x' from 'dist'`, or the module that registered it directly."""
         return self._providers.get(name, "?")
 
+    def builtin(self, name: str) -> bool:
+        """Whether `name` was registered by a module of kv-flywheel's own table (not by a plug-in)."""
+        self.load()
+        modules = {value.split(":")[0] for _, value in self.builtins}
+        return name in self._entries and self._origins.get(name) in modules
+
     def present(self) -> list[T]:
         """The entries registered so far, loading no plug-in (for a register function's own checks)."""
         self._builtins_first()

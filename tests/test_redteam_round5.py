@@ -217,3 +217,33 @@ def test_a_resume_under_anything_else_that_shapes_the_attempts_is_refused_naming
     assert recorded["prompt_format"] == tiny_gemma.prompt_format.tag      # another format is another tag
     run(attempts=2, seed=5, run_id=first["run_id"])                       # the same settings resume
     runtime.close_libraries()
+
+
+def test_a_plugin_family_never_seeds_the_starter_set_or_curated_knowledge(
+        tiny_dirs: dict[str, object], tiny_gemma: Engine, tmp_path: object) -> None:
+    """Class 2: a plug-in word family joined `gen:all` and so the starter set, deposited as a built-in starter,
+    its check circular (answer == its own generator's reference); curated seeding trusted it the same way."""
+    from pathlib import Path
+
+    from flows import RunConfig, runtime
+    from flows.starter import starter_set
+    from flows.study import seed_curated
+    from flywheel.families import FAMILIES, family
+    from flywheel.families.base import NAMES, Derived, Params, ints
+    from flywheel.problemsets import load_problem_set
+
+    with FAMILIES.isolated():
+        @family("buggy", "a plug-in family whose arithmetic is wrong", template="{name} has {a} pears and eats one. Left?",
+                solution="{a} - 1 = {answer}.", axes=(("name", NAMES[:2]), ("a", range(3, 9))))
+        def _buggy(p: Params) -> Derived:
+            (a,) = ints(p, "a")
+            return {"answer": a + 1}   # the bug: its own reference agrees with its own solution
+
+        assert "buggy" in {p.meta["family"] for p in load_problem_set("gen:all?n=1&seed=1&split=train").problems}
+        assert "buggy" not in starter_set() and not FAMILIES.builtin("buggy") and FAMILIES.builtin("ages")
+        problems = load_problem_set("gen:buggy+ages?n=1&seed=1&split=train").problems
+        model = str(tiny_dirs["gemma3"])
+        runtime.register_engine(model, tiny_gemma)
+        cfg = RunConfig(problems="champ", model=model, library=str(Path(str(tmp_path)) / "lib"))
+        seeded = seed_curated(cfg, problems, 1)
+        assert [pid for pid in seeded if "buggy" in pid] == [] and any("ages" in pid for pid in seeded)

@@ -6,7 +6,7 @@ The built-ins load, as plug-ins do, on the first lookup (`flywheel.plugins`): `a
 """
 
 from flywheel.families.base import HELDOUT_EVERY, SPLITS, Family, Instance, Split
-from flywheel.families.registry import FAMILIES, family, register, word_families
+from flywheel.families.registry import FAMILIES, builtin_word_families, family, register, word_families
 
-__all__ = ["FAMILIES", "HELDOUT_EVERY", "SPLITS", "Family", "Instance", "Split", "family", "register",
-           "word_families"]
+__all__ = ["FAMILIES", "HELDOUT_EVERY", "SPLITS", "Family", "Instance", "Split", "builtin_word_families", "family",
+           "register", "word_families"]

@@ -46,3 +46,12 @@ def family(name: str, description: str, *, template: str, solution: str, axes: t
 def word_families() -> list[Family]:
     """The word-problem families in name order: what `gen:all` draws from."""
     return [f for _, f in sorted(FAMILIES.items()) if f.kind == "word"]
+
+
+def builtin_word_families() -> list[Family]:
+    """The word families kv-flywheel itself ships, in name order (never a plug-in's).
+
+    What the starter library is made from: a family's check is circular (its answer is its own
+    generator's reference), so only the project's own, tested generators may seed verified knowledge.
+    """
+    return [f for f in word_families() if FAMILIES.builtin(f.name)]

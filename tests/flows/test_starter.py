@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flows import RunConfig, flywheel_run, runtime
-from flows.starter import STARTER, STARTER_SET
+from flows.starter import STARTER, starter_set
 from flywheel import config
 from flywheel.problemsets import load_problem_set
 
@@ -22,7 +22,7 @@ def test_an_empty_library_is_seeded_once_and_its_first_pass_routes_to_the_starte
                                                                                    lib_dir: Path) -> None:
     cfg = RunConfig(problems=PROBLEMS, model=scripted, library=str(lib_dir), budget=8, starter=True, deposit=False)
     first = flywheel_run(cfg)
-    families = len(load_problem_set(STARTER_SET).problems)
+    families = len(load_problem_set(starter_set()).problems)
     assert len(first["starter"]["deposited"]) == families and first["starter"]["deposited_by"] == STARTER
     assert _solutions_by(lib_dir) == [STARTER] * families          # the catalog marks them as starter
     assert {r["route"] for r in first["results"]} == {"near"}       # the pass had something to graft
