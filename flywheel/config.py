@@ -158,6 +158,14 @@ def model_cache_dir() -> Path:
     return _cache_dir(ENV_MODEL_CACHE, "models")
 
 
+def cache_key_path() -> Path:
+    """The key that signs cache entries of outside material (`flywheel.cachekey`): this user's, kept apart
+    from every cache folder (`$XDG_CONFIG_HOME/kv-flywheel/cache.key`, else `~/.config/...`), so whoever
+    can write a cache folder cannot forge an entry this user trusts."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "kv-flywheel" / "cache.key"
+
+
 def problem_cache_dir() -> Path:
     """Where generated problem sets are cached (GSM-Symbolic instances), shared like the model cache:
     `FLYWHEEL_PROBLEM_CACHE`, else `~/.cache/kv-flywheel/problems` (under `XDG_CACHE_HOME` when set)."""

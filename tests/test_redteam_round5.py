@@ -247,3 +247,51 @@ def test_a_plugin_family_never_seeds_the_starter_set_or_curated_knowledge(
         cfg = RunConfig(problems="champ", model=model, library=str(Path(str(tmp_path)) / "lib"))
         seeded = seed_curated(cfg, problems, 1)
         assert [pid for pid in seeded if "buggy" in pid] == [] and any("ages" in pid for pid in seeded)
+
+
+def test_a_forged_gsm_symbolic_cache_entry_is_regenerated_never_trusted(tmp_path: object,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    """Class 3: the instance cache checked an entry only against a hash stored in the same file, so anyone who
+    could write the folder forged an entry (and a study seeded it as a verified curated solution)."""
+    import json
+    import os
+    from pathlib import Path
+
+    from flywheel import config
+    from flywheel.domain import json_sha256
+    from flywheel.sources import gsm_symbolic as gsm
+
+    root = Path(str(tmp_path))
+    monkeypatch.setenv("FLYWHEEL_PROBLEM_CACHE", str(root / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "mine"))
+    first, _ = gsm.instances([1], n=1, seed=6)
+    key = config.cache_key_path()
+    assert key.is_file() and (key.stat().st_mode & 0o777) == 0o600 and root / "cache" not in key.parents
+    (entry,) = (root / "cache" / "gsm-symbolic").glob("*.json")
+    good = entry.read_text()
+
+    # the forger rewrites the answer and the stored hash consistently: the old check passed this
+    data = json.loads(good)
+    data["instances"][0][1] = data["instances"][0][1].replace(first[0].reference or "", "999999")
+    data["sha256"] = json_sha256(data["instances"])
+    entry.write_text(json.dumps(data))
+    capfd.readouterr()
+    again, _ = gsm.instances([1], n=1, seed=6)
+    assert again == first and "is not signed by this user's cache key" in capfd.readouterr().err
+
+    # an entry signed under another user's key is not this user's to trust either
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "theirs"))
+    capfd.readouterr()
+    assert gsm.instances([1], n=1, seed=6)[0] == first
+    assert "is not signed by this user's cache key" in capfd.readouterr().err
+
+    # a key file others could have written is not used: nothing read from the cache is trusted
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(root / "shared"))
+    shared = config.cache_key_path()
+    shared.parent.mkdir(parents=True)
+    shared.write_bytes(os.urandom(32))
+    shared.chmod(0o666)
+    capfd.readouterr()
+    assert gsm.instances([1], n=1, seed=6)[0] == first
+    assert "writable by group or others" in capfd.readouterr().err

@@ -1,8 +1,9 @@
 """Generated GSM-Symbolic instances on disk: one JSON file per (package version, template, seed, n).
 
-A file is named by the SHA-256 of its key and holds the key and the SHA-256 of its instances, so a
-read checks both; a file that fails either is a miss (regenerated and rewritten, said on stderr),
-never trusted. Writes are atomic. A miss returns None, as a cache should.
+A file is named by the SHA-256 of its key and holds the key, the SHA-256 of its instances and the
+signature of both under this user's cache key (`flywheel.cachekey`: whoever can write the folder
+cannot forge it), so a read checks all three; a file that fails any is a miss (regenerated and
+rewritten, said on stderr), never trusted. Writes are atomic. A miss returns None, as a cache should.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flywheel import cachekey, config
 from flywheel.domain import canonical_json, json_sha256
 from flywheel.fsutil import atomic_write_bytes
 from flywheel.sources.gsm_package import PACKAGE, VERSION
 
-CACHE_FORMAT = 1      # bump when what an entry holds, or how instances are drawn, changes
+CACHE_FORMAT = 2      # 2: entries signed (flywheel.cachekey); bump when what an entry holds, or how instances are drawn, changes
 
 Pair = tuple[str, str]    # (question, answer) as the package generated them
 
@@ -43,13 +45,21 @@ class InstanceCache:
                 or entry.get("sha256") != json_sha256(pairs) or not all(isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
             _say(f"gsm-symbolic: cache file {path} does not match its key or hash; generating again")
             return None
+        if not cachekey.check({"key": key, "instances": pairs}, entry.get("signature")):
+            _say(f"gsm-symbolic: cache file {path} is not signed by this user's cache key "
+                 f"({config.cache_key_path()}); generating again")
+            return None
         return [(q, a) for q, a in pairs]
 
     def put(self, template: int, *, n: int, seed: int, pairs: list[Pair]) -> None:
         """Write the instances with their key and hash (atomically; an unwritable cache is said, not fatal)."""
         key = _key(template, n=n, seed=seed)
         rows = [[q, a] for q, a in pairs]
-        data = canonical_json({"key": key, "instances": rows, "sha256": json_sha256(rows)}).encode()
+        signature = cachekey.sign({"key": key, "instances": rows})
+        if signature is None:   # no usable key: an unsigned entry would never be read back
+            return
+        data = canonical_json({"key": key, "instances": rows, "sha256": json_sha256(rows),
+                               "signature": signature}).encode()
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(self.folder / f"{json_sha256(key)}.json", data, mode=0o644)
