@@ -115,6 +115,9 @@ class RunConfig(BaseModel):
     until_verified: bool = Field(False, description="attempts until verified: the first attempt is greedy, each "
                                  "further one (sampled, seed + k) is decoded only after the last failed, up to "
                                  "--attempts; recorded with the run's settings")
+    study: dict[str, Any] | None = Field(None, description="the shape of the study this run belongs to (train and "
+                                         "held-out sets, passes, curated, arms, samples): recorded with the run's "
+                                         "settings, so a study resumed in another shape is refused")
     slots: int = Field(DEFAULT_SLOTS, ge=1, le=config.MAX_SLOTS, description="decode slots: attempts decoded together "
                        "(a slot's bits do not depend on this number; see flywheel.decode)")
     router: RouterConfig = Field(default_factory=RouterConfig, description="routing thresholds and index; "
@@ -191,6 +194,8 @@ class RunConfig(BaseModel):
             out["prompt_format"] = prompt_format
         if self.until_verified:   # absent when off, so runs recorded before the option resume as they were
             out["attempt_policy"] = {"until_verified": True}
+        if self.study is not None:
+            out["study"] = self.study
         return out
 
 

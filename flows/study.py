@@ -278,6 +278,20 @@ def _first_run(tag: str, passes: int, arms: Sequence[str]) -> str:
     return _train_run(tag, 1) if passes > 0 else _heldout_run(tag, arms[0])
 
 
+def check_resumable(run: Any, tag: str, shape: dict[str, Any]) -> None:
+    """Refuse to resume the study whose first run is `run` in another shape than it recorded, naming what differs
+    (a study started before shapes were recorded has none, and resumes as before)."""
+    then = (run.recorded("settings") or {}).get("study")
+    if not isinstance(then, dict):
+        return
+    for key in sorted(then.keys() | shape.keys()):
+        if then.get(key) != shape.get(key):
+            option = "--problems" if key == "train" else "--" + key.replace("_", "-")
+            raise InputError(f"study {tag!r} was started with {option} {then.get(key)!r}, "
+                             f"not {shape.get(key)!r}",
+                             hint="resume with the study's own arguments, or start a new study without --resume")
+
+
 def _own_deposits(lib: Any, tag: str, i: int) -> int:
     """Self-deposits of train pass `i` (1-based): non-curated solutions catalogued from its run's start
     until the next pass's run started (or now). Exact across resumed segments of the pass, whose
@@ -321,6 +335,11 @@ def run_study(cfg: RunConfig, *, train: str, heldout: str, passes: int = config.
                          hint="--resume takes the tag an interrupted study printed first (`study run-...: ...`), "
                               "with that study's library and arguments; a study stopped before its first run "
                               "is started again without --resume (curated deposits already made are kept)")
+    shape = {"train": train, "heldout": heldout, "passes": passes, "curated": curated, "arms": list(arms),
+             "samples": samples, "sampled_arms": sampled}
+    if resume is not None:   # before anything is seeded: a resume in another shape changes nothing
+        check_resumable(lib.catalog.get_run(_first_run(resume, passes, arms)), resume, shape)
+    cfg = cfg.model_copy(update={"study": shape})
     tag = resume or new_run_id()
     say(f"study {tag}: {'resuming' if resume else 'started'} (if interrupted, the same command with "
         f"--resume {tag} finishes it)")

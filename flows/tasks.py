@@ -119,9 +119,10 @@ def open_run(env: Env, pset: ProblemSet, *, run_id: str, flow_run_id: str | None
 
 #: Recorded settings that do not change a result, so a run may resume under other values.
 RESULT_NEUTRAL_SETTINGS = frozenset({"verifier.workers"})
-#: Settings recorded since 2026-12-07 (the prompt format and its template hash, the sampling seed): a run
+#: Settings recorded since 2026-12-07 (the prompt format and its template hash, the sampling seed, a study's
+#: shape): a run
 #: started before has none, and resumes as before; one that has them is compared on them.
-LATER_KEYS = frozenset({"prompt_format", "seed"})
+LATER_KEYS = frozenset({"prompt_format", "seed", "study"})
 
 
 def _check_resumable(run: Any, pset: ProblemSet, fingerprint: str, budget: int, run_budget: int | None,

@@ -295,3 +295,39 @@ def test_a_forged_gsm_symbolic_cache_entry_is_regenerated_never_trusted(tmp_path
     capfd.readouterr()
     assert gsm.instances([1], n=1, seed=6)[0] == first
     assert "writable by group or others" in capfd.readouterr().err
+
+
+def test_a_study_resumed_in_another_shape_is_refused_before_anything_is_seeded(
+        tiny_gemma: Engine, tmp_path: object) -> None:
+    """Class 5, the study: `study --resume` accepted other `--curated` / `--passes` and seeded, then mixed runs."""
+    import json
+    from pathlib import Path
+
+    from flows import RunConfig, runtime
+    from flows.study import run_study
+    from flywheel import config
+    from flywheel.errors import InputError
+    from tests.flows.conftest import ScriptedEngine  # type: ignore[import-not-found]
+
+    root = Path(str(tmp_path))
+    runtime.register_engine("shape-tiny", ScriptedEngine(tiny_gemma.model, tiny_gemma.tokenizer,
+                                                         tiny_gemma.fingerprint, tiny_gemma.settings))
+    rows = [{"id": "gen-nine-train-0", "problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9",
+             "solution": "4 + 5 = 9."},
+            {"id": "gen-ten-train-0", "problem": "Di has 8 pens and buys 2. How many pens?", "reference": "10",
+             "solution": "8 + 2 = 10."}]
+    train = root / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = RunConfig(problems=str(train), model="shape-tiny", library=str(root / "lib"), budget=20)
+    args = {"train": str(train), "heldout": str(train), "passes": 1, "curated": 1, "arms": ["none"]}
+    lines: list[str] = []
+    run_study(cfg, **args, stages=lambda n, total, line: lines.append(line))
+    tag = lines[0].split()[1].rstrip(":")
+    catalog = runtime.library(str(root / "lib"), config.database_url(root / "lib")).catalog
+    before = len(catalog.list_artifacts())
+    for changed, said in (({"curated": 0}, "--curated 1, not 0"), ({"heldout": "champ"}, "--heldout"),
+                          ({"arms": ["none", "graft"]}, "--arms")):
+        with pytest.raises(InputError, match=said):
+            run_study(cfg, **{**args, **changed}, resume=tag)
+        assert len(catalog.list_artifacts()) == before   # refused before anything was seeded
+    assert run_study(cfg, **args, resume=tag)["inputs"]["study"] == tag   # its own shape resumes

@@ -9,10 +9,7 @@ is the tiny seeded one. Everything is stopped at the end.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from deploy_pg import fresh_database
+from prefect_proc import FLYWHEEL, SERVER_TIMEOUT_S, free_port, stop, tail, wait
 from sqlalchemy.engine import make_url
 
 from flywheel.catalog import open_catalog
@@ -28,56 +26,13 @@ from flywheel.catalog import open_catalog
 PROBLEMS = "gen:arith?n=2&seed=1"
 CRON = "0 3 * * *"
 DEPLOYMENT = "deploy-test"
-SERVER_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 240
-FLYWHEEL = Path(sys.executable).with_name("flywheel")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGINT)          # our own process group (start_new_session)
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-
-
-def _tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
-
-
-def _wait(what: str, check: Any, timeout: float, logs: list[Path], procs: list[subprocess.Popen[bytes]]) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for p in procs:
-            if p.poll() is not None:
-                pytest.fail(f"{p.args[:3]} exited with {p.returncode} while waiting for {what}:\n"
-                            + "\n".join(_tail(log) for log in logs))
-        try:
-            value = check()
-        except httpx.HTTPError:
-            value = None
-        if value:
-            return value
-        time.sleep(1)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}:\n" + "\n".join(_tail(log) for log in logs))
 
 
 @pytest.fixture(scope="module")
 def served_run(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Path]) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("prefect")
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     with fresh_database("prefect") as prefect_db, fresh_database("catalog") as catalog_db:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "FLYWHEEL_"))}
@@ -96,7 +51,7 @@ def served_run(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Pa
         try:
             client = httpx.Client(base_url=api, timeout=10)
             started = time.monotonic()
-            _wait("/api/health", lambda: client.get("/health").status_code == 200, SERVER_TIMEOUT_S,
+            wait("/api/health", lambda: client.get("/health").status_code == 200, SERVER_TIMEOUT_S,
                   [server_log], procs)
             server_seconds = time.monotonic() - started
 
@@ -114,7 +69,7 @@ def served_run(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Pa
                 r = client.get(f"/deployments/name/flywheel-run/{DEPLOYMENT}")
                 return r.json() if r.status_code == 200 else None
 
-            dep = _wait("the served deployment", deployment, 120, [serve_log, server_log], procs)
+            dep = wait("the served deployment", deployment, 120, [serve_log, server_log], procs)
             schedules = client.get(f"/deployments/{dep['id']}/schedules").json()
             flow_run = client.post(f"/deployments/{dep['id']}/create_flow_run", json={}).json()
 
@@ -122,18 +77,18 @@ def served_run(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Pa
                 fr = client.get(f"/flow_runs/{flow_run['id']}").json()
                 return fr if fr["state"] and fr["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED") else None
 
-            final = _wait("the triggered flow run", finished, RUN_TIMEOUT_S, [serve_log, server_log], procs)
+            final = wait("the triggered flow run", finished, RUN_TIMEOUT_S, [serve_log, server_log], procs)
             yield {"deployment": dep, "schedules": schedules, "flow_run": final, "catalog_db": catalog_db,
                    "library": tmp / "library", "serve_log": serve_log, "server_seconds": server_seconds}
         finally:
             for p in reversed(procs):
-                _stop(p)
+                stop(p)
 
 
 def test_served_deployment_runs_through_the_api_and_records_the_catalog(served_run: dict[str, Any]) -> None:
     dep, fr = served_run["deployment"], served_run["flow_run"]
     assert [s["schedule"].get("cron") for s in served_run["schedules"]] == [CRON]
-    assert fr["state"]["type"] == "COMPLETED", _tail(served_run["serve_log"])
+    assert fr["state"]["type"] == "COMPLETED", tail(served_run["serve_log"])
     cat = open_catalog(served_run["catalog_db"])
     try:
         from flywheel.catalog.models import RunRow
