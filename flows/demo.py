@@ -16,6 +16,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from flows.run import RunConfig, flywheel_run, new_run_id, run_env
 from flows.starter import STARTER, starter_set
 from flywheel import config
 from flywheel.domain import Progress
+from flywheel.errors import InputError
 from flywheel.problemsets import Problem, load_champ, load_problem_set
 
 CURATOR = "curator:demo"
@@ -142,3 +146,96 @@ def describe(demo: dict[str, Any]) -> list[str]:
     lines += ["savings in pass 2, as `flywheel report --run` defines them:", *p2["savings"]["lines"]]
     lines.append(f"library: {demo['library']}  runs: {p1['run_id']}, {p2['run_id']}")
     return lines
+
+
+# --- the stream: slices of new problems arrive, one run takes each -----------------------------------
+
+def stream_slices(stream: Path) -> list[Path]:
+    """The slice files of a stream folder in arrival order (by name).
+
+    Raises:
+        InputError: not a folder, or no `.jsonl` file in it.
+    """
+    if not stream.is_dir():
+        raise InputError(f"stream {str(stream)!r} is not a folder",
+                         hint="a folder of .jsonl slices (id, problem, reference), e.g. library/stream")
+    slices = sorted(p for p in stream.glob("*.jsonl") if not p.name.startswith("."))
+    if not slices:
+        raise InputError(f"stream {str(stream)!r} holds no .jsonl slice", hint="e.g. library/stream/slice-1.jsonl")
+    return slices
+
+
+def run_stream_demo(workdir: Path, stream: Path, *, model: str | None = None,
+                    budget: int = config.DEMO_STREAM_BUDGET, attempts: int = config.DEMO_STREAM_ATTEMPTS,
+                    slots: int | None = None, progress: Progress | None = None,
+                    stages: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The flywheel as a scheduled user runs it: each slice of `stream` arrives in an inbox and one run takes it.
+
+    Every run asks each problem greedily first and samples again only where that failed (attempts until
+    verified), deposits what it verified, and grafts what the library holds; the library starts empty
+    (no starter). Then the control: the last slice again with no graft and no deposit, same attempts and
+    seeds, what it would have cost without the library. Returns the runs' summaries in order.
+    """
+    say = stages or (lambda line: None)
+    slices = stream_slices(stream)
+    box, library = workdir / "inbox", workdir / "library"
+    box.mkdir(parents=True, exist_ok=True)
+    cfg = RunConfig(problems=f"inbox:{box}", budget=budget, attempts=attempts, until_verified=True, starter=False,
+                    model=config.model_name(model), library=str(library), **({"slots": slots} if slots else {}))
+    tag = new_run_id()
+    runs = []
+    for i, path in enumerate(slices, 1):
+        shutil.copyfile(path, box / f".{path.name}.part")
+        os.replace(box / f".{path.name}.part", box / path.name)   # arrives whole
+        say(f"slice {i} ({path.name}) arrived in the inbox; run {i} takes it")
+        runs.append(flywheel_run(cfg.model_copy(update={"run_id": f"{tag}-slice{i}"}), progress))
+    say(f"control: slice {len(slices)} again without the library (no graft, no deposit, same attempts and seeds)")
+    control = flywheel_run(cfg.model_copy(update={"problems": str(slices[-1]), "run_id": f"{tag}-control",
+                                                  "no_graft": True, "deposit": False}), progress)
+    texts = [{p.id: p.text for p in load_problem_set(str(path)).problems} for path in slices]
+    return {"library": str(library), "model": cfg.model, "slices": [str(p) for p in slices], "runs": runs,
+            "control": control, "texts": texts}
+
+
+def describe_stream(demo: dict[str, Any]) -> list[str]:
+    """Plain words: what each slice cost and verified, what the library held, what the recurring problems cost."""
+    runs, control, texts = demo["runs"], demo["control"], demo["texts"]
+    lines = [f"model {demo['model']}, library {demo['library']} (empty at the start)"]
+    seen: dict[str, dict[str, Any]] = {}   # problem text -> its result the first time it was asked
+    held = 0
+    for i, (run, ids) in enumerate(zip(runs, texts, strict=True), 1):
+        results = {r["problem_id"]: r for r in run["results"]}
+        again = [pid for pid in results if ids.get(pid) in seen]
+        new = [pid for pid in results if pid not in again]
+        first = sum(r["verified"] and r["attempts"] == 1 for r in results.values())
+        t = run["totals"]
+        lines.append(f"slice {i}: {len(new)} new problem{'s' if len(new) != 1 else ''}"
+                     + (f" and {len(again)} asked before" if again else "")
+                     + f": {t['verified']}/{t['problems']} verified ({first} by the first, greedy attempt), "
+                     f"{t['decode_tokens']:,} decode tokens; routes exact {_routes(results, 'exact')}, "
+                     f"near {_routes(results, 'near')}, none {_routes(results, 'none')}")
+        retried = sum(r["attempts"] - 1 for r in results.values())
+        lines.append(f"  attempts until verified: {retried} sampled retr{'y' if retried == 1 else 'ies'} decoded where "
+                     f"the greedy attempt failed; {first} problem{'s' if first != 1 else ''} verified at once "
+                     "decoded nothing more")
+        if again:
+            cost_then = sum(seen[ids[pid]]["decode_tokens"] for pid in again)
+            cost_now = sum(results[pid]["decode_tokens"] for pid in again)
+            exact = sum(results[pid]["route"] == "exact" for pid in again)
+            lines.append(f"  the {len(again)} recurring problem{'s' if len(again) != 1 else ''}: {exact} answered from "
+                         f"{'their' if len(again) != 1 else 'its'} own verified graft, {cost_now:,} decode tokens "
+                         f"(the first time: {cost_then:,})")
+        for pid, r in results.items():
+            seen.setdefault(ids[pid], r)
+        held += sum(r["verified"] for pid, r in results.items() if pid in new)
+        lines.append(f"  the library now holds {held} verified solution{'s' if held != 1 else ''} of the model's own")
+    c = control["totals"]
+    last = runs[-1]["totals"]
+    lines.append(f"control (slice {len(runs)} again, no library): {c['verified']}/{c['problems']} verified, "
+                 f"{c['decode_tokens']:,} decode tokens; with the library: {last['verified']}/{last['problems']}, "
+                 f"{last['decode_tokens']:,}")
+    return lines
+
+
+def _routes(results: dict[str, dict[str, Any]], kind: str) -> int:
+    return sum(r["route"] == kind for r in results.values())

@@ -552,6 +552,8 @@ def flywheel_run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, 
     flow_run_id = str(flow_run.id) if flow_run.id else None
     env = run_env(cfg)
     pset = take_inbox(env, cfg.problems, run_id) if inbox.is_inbox(cfg.problems) else load_problems(cfg.problems, cfg.limit)
+    if progress:   # what the first seconds are spent on, before any problem can finish
+        progress(0, len(pset.problems), f"{len(pset.problems)} problems; loading {cfg.model}")
     window = env.engine().context_window
     if window and cfg.budget > window:
         raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",

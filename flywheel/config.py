@@ -93,6 +93,11 @@ DEMO_CHAMP = 4          # CHAMP problems
 DEMO_PER_FAMILY = 2     # generated problems per word-problem family (10 families), the siblings' templates
 DEMO_ATTEMPTS = 4       # sampled attempts per problem in pass 1, sharing one prefill
 DEMO_BUDGET = 64        # decode tokens per attempt: a generated worked solution is ~40 tokens
+# `flywheel demo --stream DIR` (flows.demo.run_stream_demo): a model that reasons over slices that arrive.
+DEMO_STREAM = Path("library/stream")   # the stream `make run` shows: two slices of the project's own families
+DEMO_STREAM_MODEL = "qwen2.5-coder-0.5b"
+DEMO_STREAM_ATTEMPTS = 2   # attempts until verified: greedy, then one sampled retry only where it failed
+DEMO_STREAM_BUDGET = 384   # the 0.5B's verified worked solutions of these families run ~200-300 tokens
 
 # `flywheel study` (flows.study): train passes, then held-out with vs without grafts.
 STUDY_PASSES = 2        # train passes over the train set

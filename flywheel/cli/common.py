@@ -79,8 +79,12 @@ def progress_display(label: str, *, show_pos: bool = True, show_note: bool = Fal
 
     def update_line(done: int, total: int | None, note: str) -> None:
         with lock:
+            before = line[0]
             line[0] = f"{label}: {done}" + (f"/{total}" if total else "") + (f" ({note})" if note and show_note else "")
-            if time.monotonic() - last_step[0] >= heartbeat_s / 3 or (total and done >= total):
+            # Nothing finished yet and a new phase named (taking problems, loading the model): said at once,
+            # so the first lines say what a run is doing, not "started".
+            phase = done == 0 and show_note and line[0] != before
+            if phase or time.monotonic() - last_step[0] >= heartbeat_s / 3 or (total and done >= total):
                 emit(line[0])
                 last_step[0] = last_at[0]
 

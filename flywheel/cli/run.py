@@ -392,36 +392,63 @@ def study(ctx: click.Context, train: str, heldout: str, passes: int, attempts: i
 @click.command("demo")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the demo library goes (default: a fresh temporary directory).")
-@click.option("--budget", type=click.IntRange(1, config.MAX_BUDGET), default=config.DEMO_BUDGET, show_default=True,
-              help="Decode-token budget per attempt.")
+@click.option("--stream", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder of .jsonl slices (id, problem, reference) that arrive one by one in an inbox, each "
+                   f"taken by one run (e.g. {config.DEMO_STREAM}, what `make run` shows on "
+                   f"{config.DEMO_STREAM_MODEL}); without it, the CHAMP + families demo.")
+@click.option("--budget", type=click.IntRange(1, config.MAX_BUDGET), default=None,
+              help=f"Decode-token budget per attempt (default {config.DEMO_BUDGET}; with --stream "
+                   f"{config.DEMO_STREAM_BUDGET}).")
 @click.option("--champ", "n_champ", type=click.IntRange(min=1), default=config.DEMO_CHAMP, show_default=True,
               help="CHAMP problems.")
 @click.option("--families", "per_family", type=click.IntRange(min=0), default=config.DEMO_PER_FAMILY,
               show_default=True, help="Generated problems per word-problem family (10 families).")
-@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=config.DEMO_ATTEMPTS, show_default=True,
-              help="Sampled attempts per problem in each pass, sharing one prefill.")
+@click.option("--attempts", type=click.IntRange(1, config.MAX_ATTEMPTS), default=None,
+              help=f"Sampled attempts per problem in each pass, sharing one prefill (default {config.DEMO_ATTEMPTS}; "
+                   f"with --stream {config.DEMO_STREAM_ATTEMPTS}, until verified).")
 @_schedule_options
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON object on the last line.")
 @click.pass_context
-def demo(ctx: click.Context, workdir: Path | None, budget: int, n_champ: int, per_family: int,
-         attempts: int, slots: int | None, dtype: str | None, calculator: bool | None, grounding: bool | None,
-         as_json: bool) -> None:
-    """The flywheel end to end: sibling-seeded pass 1 with self-deposits, curated CHAMP deposits, pass 2 from grafts.
+def demo(ctx: click.Context, workdir: Path | None, stream: Path | None, budget: int | None, n_champ: int,
+         per_family: int, attempts: int | None, slots: int | None, dtype: str | None, calculator: bool | None,
+         grounding: bool | None, as_json: bool) -> None:
+    """The flywheel end to end: sibling-seeded pass 1 with self-deposits, curated CHAMP deposits, pass 2 from grafts;
+    or, with --stream, slices of new problems arriving, one run each, and a control without the library.
 
     \b
-    Example:
+    Examples:
       flywheel demo            # a few minutes on 2 CPU cores with the default model
+      flywheel --model qwen2.5-coder-0.5b demo --stream library/stream
     """
-    _start_prefect()
-    from flows.demo import describe, run_demo
-
     s = settings_of(ctx)
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    if stream is not None:
+        from flows.demo import stream_slices
+
+        stream_slices(stream)   # a bad folder is one line before anything starts
+    say(f"starting Prefect's local server and loading {s.model}")
+    _start_prefect()
+    from flows.demo import describe, describe_stream, run_demo, run_stream_demo
+
     workdir = workdir or Path(tempfile.mkdtemp(prefix="flywheel-demo-"))
-    with _progress() as progress:
-        given: dict[str, Any] = {"budget": budget, "champ": n_champ, "per_family": per_family, "attempts": attempts,
-                                 "slots": slots, "dtype": dtype, "calculator": calculator, "grounding": grounding}
-        out = run_demo(workdir, model=s.model, progress=progress, **{k: v for k, v in given.items() if v is not None})
-    for line in describe(out):
+    if stream is not None:
+        with _progress() as progress:
+            out = run_stream_demo(workdir, stream, model=s.model, progress=progress, stages=say, slots=slots,
+                                  budget=budget or config.DEMO_STREAM_BUDGET,
+                                  attempts=attempts or config.DEMO_STREAM_ATTEMPTS)
+        lines = describe_stream(out)
+    else:
+        with _progress() as progress:
+            given: dict[str, Any] = {"budget": budget, "champ": n_champ, "per_family": per_family,
+                                     "attempts": attempts, "slots": slots, "dtype": dtype, "calculator": calculator,
+                                     "grounding": grounding}
+            out = run_demo(workdir, model=s.model, progress=progress,
+                           **{k: v for k, v in given.items() if v is not None})
+        lines = describe(out)
+    for line in lines:
         click.echo(line, err=as_json)
     report = ctx.find_root().command.commands.get("report")  # type: ignore[attr-defined]
     if report is not None and not as_json:

@@ -42,3 +42,10 @@ def test_demo_runs_two_passes_and_grafts_the_recurring_problems(flywheel: Run, t
     report = flywheel("--library", str(workdir / "library"), "report", "--format", "json", check=True)
     runs = json.loads(report.stdout)["runs"]
     assert {r["run_id"] for r in runs} == {out["pass1"]["run_id"], out["nograft"]["run_id"], out["pass2"]["run_id"]}
+
+
+def test_demo_stream_names_a_folder_without_slices_in_one_line(flywheel: Run, tmp_path: Path) -> None:
+    for folder, said in ((tmp_path / "nowhere", "is not a folder"), (tmp_path, "holds no .jsonl slice")):
+        proc = flywheel("demo", "--stream", str(folder), "--workdir", str(tmp_path / "w"))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr and said in proc.stderr, proc.stderr
+        assert "starting Prefect" not in proc.stderr   # refused before anything started

@@ -47,3 +47,17 @@ def test_a_burst_of_steps_at_the_start_is_said_as_its_last_count(capsys: pytest.
         assert not any("/200" in line for line in seen)                    # folded, not "1/200"
         _lines_within(capsys, seen, "solving: 39/200", 10)
     assert any(line.endswith("solving: 39/200") for line in seen) and not any("solving: 1/200" in line for line in seen)
+
+
+def test_a_phase_before_the_first_problem_is_said_at_once_and_kept_by_the_heartbeat(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`make run` printed `still solving: started` three times in its first 90 s: the phase is said instead."""
+    seen: list[str] = []
+    with progress_display("solving", show_note=True, heartbeat_s=0.3) as progress:
+        progress(0, 4, "4 problems; loading qwen")
+        seen += capsys.readouterr().err.splitlines()
+        assert seen and seen[-1].endswith("solving: 0/4 (4 problems; loading qwen)")
+        progress(0, 4, "4 problems; loading qwen")                         # the same phase again: not repeated
+        assert capsys.readouterr().err == ""
+        _lines_within(capsys, seen, "still solving: 0/4 (4 problems; loading qwen)", 10)
+        assert not any("started" in line for line in seen)

@@ -99,3 +99,34 @@ def test_the_report_draws_the_learning_curve_in_run_order_and_names_the_control(
     assert any("learning curve" in line for line in report.summary_lines)
     assert plot(report, tmp_path / "curve.png").stat().st_size > 10_000
     runtime.close_libraries()
+
+
+def test_the_stream_demo_says_what_the_library_did_from_slice_to_slice(scripted: str, tmp_path: Path) -> None:
+    """`make run`'s stream: slices arrive, one run each, then the last slice without the library (control)."""
+    from flows.demo import describe_stream, run_stream_demo
+
+    stream = tmp_path / "stream"
+    stream.mkdir()
+    ann = {"problem": "Ann has 4 pens and buys 5. How many pens?", "reference": "9"}
+    rows = {"slice-1.jsonl": [{"id": "s1-ann", **ann},
+                              {"id": "s1-di", "problem": "Di has 8 pens and buys 2. How many pens?", "reference": "10"}],
+            "slice-2.jsonl": [{"id": "s2-ann-again", **ann},
+                              {"id": "s2-bo", "problem": "Bo has 3 cups and buys 6. How many cups?", "reference": "9"}]}
+    for name, slice_rows in rows.items():
+        (stream / name).write_text("".join(json.dumps(r) + "\n" for r in slice_rows))
+    out = run_stream_demo(tmp_path / "work", stream, model=scripted, budget=20, attempts=2)   # the model answers 9
+    one, two = ({r["problem_id"]: r for r in run["results"]} for run in out["runs"])
+    assert one["s1-ann"]["verified"] and one["s1-ann"]["attempts"] == 1       # greedy verified: nothing more
+    assert not one["s1-di"]["verified"] and one["s1-di"]["attempts"] == 2     # failed: one sampled retry
+    assert two["s2-ann-again"]["route"] == "exact" and two["s2-ann-again"]["verified"]
+    assert two["s2-ann-again"]["decode_tokens"] < one["s1-ann"]["decode_tokens"]
+    assert two["s2-bo"]["verified"]
+    control = {r["problem_id"]: r for r in out["control"]["results"]}
+    assert set(control) == set(two) and {r["route"] for r in control.values()} == {"none"}
+    said = "\n".join(describe_stream(out))
+    assert "slice 1: 2 new problems: 1/2 verified (1 by the first, greedy attempt)" in said
+    assert "slice 2: 1 new problem and 1 asked before: 2/2 verified" in said
+    assert (f"the 1 recurring problem: 1 answered from its own verified graft, {two['s2-ann-again']['decode_tokens']:,} "
+            f"decode tokens (the first time: {one['s1-ann']['decode_tokens']:,})") in said
+    assert "1 sampled retry decoded where the greedy attempt failed" in said
+    assert f"control (slice 2 again, no library): {out['control']['totals']['verified']}/2 verified" in said
