@@ -10,6 +10,7 @@ at the run's own mean tokens per sampled attempt). Definitions: `CURVE_DEFINITIO
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -80,7 +81,7 @@ def learning_curve(runs: Sequence[dict[str, Any]], attempts: Sequence[dict[str, 
         per_sampled = sum(sampled) / len(sampled) if sampled else (decode / len(own) if own else 0.0)
         schedule = run.get("decode_schedule_json") or {}
         rows.append({
-            "run_id": run["id"], "label": "control (no graft)" if control else f"run {number}",
+            "run_id": run["id"], "label": "control (no graft)" if control else _label(number, run["id"]),
             "started_at": run["started_at"], "problem_set": run["problem_set"],
             "weights": schedule.get("weights", "fp32") if schedule else None, "problems": n,
             "first_verified": first_ok, "first_rate": first_ok / n if n else None, "first_low": low,
@@ -114,3 +115,13 @@ def curve_lines(curve: pd.DataFrame) -> list[str]:
                    f"exact {r['route_exact']:.0%} near {r['route_near']:.0%} none {r['route_none']:.0%}; library "
                    f"{r['library_solutions']} solutions{saved}")
     return out
+
+
+#: A run id `new_run_id()` made, with a name a command appended (`-slice2`, `-pass1`): the name goes in the label.
+_NAMED = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{6}-(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]{0,15})$")
+
+
+def _label(number: int, run_id: str) -> str:
+    """`run 2`, or `run 2 · slice2` when the run's id names it."""
+    m = _NAMED.match(run_id)
+    return f"run {number} · {m['name']}" if m else f"run {number}"

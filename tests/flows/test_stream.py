@@ -104,6 +104,7 @@ def test_the_report_draws_the_learning_curve_in_run_order_and_names_the_control(
 def test_the_stream_demo_says_what_the_library_did_from_slice_to_slice(scripted: str, tmp_path: Path) -> None:
     """`make run`'s stream: slices arrive, one run each, then the last slice without the library (control)."""
     from flows.demo import describe_stream, run_stream_demo
+    from flywheel.report import build_report
 
     stream = tmp_path / "stream"
     stream.mkdir()
@@ -130,3 +131,5 @@ def test_the_stream_demo_says_what_the_library_did_from_slice_to_slice(scripted:
             f"decode tokens (the first time: {one['s1-ann']['decode_tokens']:,})") in said
     assert "1 sampled retry decoded where the greedy attempt failed" in said
     assert f"control (slice 2 again, no library): {out['control']['totals']['verified']}/2 verified" in said
+    catalog = runtime.library(out["library"], config.database_url(Path(out["library"]))).catalog
+    assert build_report(catalog).curve["label"].tolist() == ["run 1 · slice1", "run 2 · slice2", "control (no graft)"]
