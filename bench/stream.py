@@ -52,7 +52,9 @@ def log(line: str) -> None:
 
 def flywheel_cli() -> list[str]:
     exe = Path(sys.executable).with_name("flywheel")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "flywheel.cli"]
+    if not exe.exists():
+        raise SystemExit(f"no `flywheel` beside {sys.executable}: run this with the project's .venv/bin/python")
+    return [str(exe)]
 
 
 def drop_slice(inbox: Path, index: int, spec: str, limit: int | None) -> tuple[list[str], str]:

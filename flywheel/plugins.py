@@ -243,12 +243,19 @@ def _dist_name(ep: importlib.metadata.EntryPoint) -> str:
 
 def call_plugin(what: str, fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)` for a registered entry (a source's loader, a format's factory): anything it raises, a
-    `SystemExit` too, becomes one `InputError` naming `what` (a FlywheelError passes as it is; Ctrl-C stops)."""
+    `SystemExit` too, becomes one `InputError` naming `what` (a FlywheelError passes as it is; Ctrl-C stops;
+    an OSError naming a file is the user's path or disk, not the plug-in's bug: it passes, and the command
+    says it in one line with the path)."""
     from flywheel.errors import FlywheelError, InputError
 
     try:
         return fn(*args)
     except (KeyboardInterrupt, FlywheelError):
+        raise
+    except OSError as err:
+        if err.filename is None:
+            raise InputError(f"{what} failed: {type(err).__name__}: {err}"[:500],
+                             hint="a plug-in's bug: fix or uninstall the package that provides it") from None
         raise
     except BaseException as err:
         raise InputError(f"{what} failed: {type(err).__name__}: {err}"[:500],

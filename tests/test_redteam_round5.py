@@ -331,3 +331,75 @@ def test_a_study_resumed_in_another_shape_is_refused_before_anything_is_seeded(
             run_study(cfg, **{**args, **changed}, resume=tag)
         assert len(catalog.list_artifacts()) == before   # refused before anything was seeded
     assert run_study(cfg, **args, resume=tag)["inputs"]["study"] == tag   # its own shape resumes
+
+
+#: Runs `flywheel` in a process whose SQLite connections may not grow the catalog file: SQLite's own
+#: "database or disk is full" (SQLITE_FULL), the error a full disk gives, caused without filling a disk.
+_CATALOG_FULL = """
+import sqlite3, sys
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+@event.listens_for(Engine, "connect")
+def _no_room(dbapi, record):
+    if isinstance(dbapi, sqlite3.Connection):
+        pages = dbapi.execute("PRAGMA page_count").fetchone()[0]
+        dbapi.execute(f"PRAGMA max_page_count = {max(pages, 1)}")
+
+from flywheel.cli import main
+main(sys.argv[1:], prog_name="flywheel")
+"""
+
+
+def test_a_full_disk_under_the_catalog_is_one_line_and_the_catalog_stays_consistent(
+        tiny_dirs: dict[str, object], tmp_path: object) -> None:
+    """Class 7: a catalog commit on a full disk printed SQLite's traceback (`database or disk is full`)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(str(tmp_path))
+    env = {**os.environ, "FLYWHEEL_LIBRARY": str(root / "lib"), "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"])}
+    env.pop("FLYWHEEL_DB", None)
+    curated = Path(__file__).resolve().parents[1] / "library" / "curated" / "examples.jsonl"
+    rows = curated.read_text().splitlines()
+    (root / "first.jsonl").write_text("\n".join(rows[:2]) + "\n")
+    (root / "rest.jsonl").write_text("\n".join(rows[2:]) + "\n")
+    flywheel = [str(Path(sys.executable).with_name("flywheel"))]
+    ok = subprocess.run([*flywheel, "deposit", "--file", str(root / "first.jsonl")], env=env, cwd=root,
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    full = subprocess.run([sys.executable, "-c", _CATALOG_FULL, "deposit", "--file", str(root / "rest.jsonl")],
+                          env=env, cwd=root, capture_output=True, text=True, timeout=300)
+    assert full.returncode == 1 and "Traceback" not in full.stderr, full.stderr
+    assert "Error: the catalog's disk is full" in full.stderr
+    listed = subprocess.run([*flywheel, "library", "verify"], env=env, cwd=root, capture_output=True, text=True,
+                            timeout=300)
+    assert listed.returncode == 0, listed.stdout + listed.stderr   # every catalogued artifact is there and whole
+
+
+def test_a_path_over_the_name_limit_is_one_line_wherever_a_path_is_taken(tiny_dirs: dict[str, object],
+                                                                          tmp_path: object) -> None:
+    """Class 7: a path over the file-name limit printed a traceback from --library, --db, --problems FILE,
+    deposit --file and library export."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(str(tmp_path))
+    long = root / ("x" * 300)
+    env = {**os.environ, "FLYWHEEL_MODEL": str(tiny_dirs["gemma3"]), "PREFECT_HOME": str(root / "prefect")}
+    env.pop("FLYWHEEL_DB", None)
+    env.pop("FLYWHEEL_LIBRARY", None)
+    flywheel = str(Path(sys.executable).with_name("flywheel"))
+    for args in (["--library", str(long), "library", "ls"],
+                 ["--db", f"sqlite:///{long}/catalog.db", "library", "ls"],
+                 ["--library", str(root / "lib"), "run", "--problems", f"{long}.jsonl"],
+                 ["--library", str(root / "lib"), "deposit", "--file", f"{long}.jsonl"],
+                 ["--library", str(root / "lib"), "library", "export", f"{long}.jsonl"]):
+        proc = subprocess.run([flywheel, *args], env=env, cwd=root, capture_output=True, text=True, timeout=300)
+        assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert "File name too long" in proc.stderr and "hint: a shorter path" in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 2, proc.stderr

@@ -26,7 +26,16 @@ from flywheel.errors import FlywheelError, VerifierUnavailableError
 from flywheel.terminal import printable
 
 #: OS errors that are the environment's doing (permissions, a full or read-only disk), not a bug.
-_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+#: Errors of the machine or of a path the user gave, said in one line with the path and a hint, never a traceback.
+_ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG,
+                       errno.ENOTDIR, errno.ELOOP, errno.ENOENT, errno.EISDIR}
+_PATH_HINTS = {errno.ENAMETOOLONG: "a shorter path (a name is at most 255 bytes here)",
+               errno.ENOTDIR: "a part of the path is a file, not a folder",
+               errno.ELOOP: "the path's symbolic links loop",
+               errno.ENOENT: "check the path (or TMPDIR: a folder where temporary files can be made)",
+               errno.EISDIR: "the path names a folder where a file is expected"}
+#: What a database says when its disk is full (SQLite; PostgreSQL).
+_DISK_FULL = ("database or disk is full", "No space left on device", "could not extend file")
 
 
 @dataclass
@@ -87,9 +96,10 @@ class FlywheelGroup(click.Group):
         except OSError as err:
             if err.errno not in _ENVIRONMENT_ERRNOS:
                 raise
-            where = f": {err.filename}" if err.filename else ""
-            click.echo(f"Error: {err.strerror or err}{where}\n  hint: check the folder's permissions and free space, "
-                       "or point --library at another folder", err=True)
+            where = f": {printable(str(err.filename), 160)}" if err.filename else ""
+            hint = _PATH_HINTS.get(err.errno or 0, "check the folder's permissions and free space, or point "
+                                                   "--library at another folder")
+            click.echo(f"Error: {err.strerror or err}{where}\n  hint: {hint}", err=True)
             sys.exit(1)
         except Exception as err:
             if _verifier_unavailable(err):   # raised outside a flow (a deposit, an import, a scan)
@@ -97,6 +107,11 @@ class FlywheelGroup(click.Group):
                                                        hint=VerifierUnavailableError.HINT)
                 click.echo(error_text(unavailable, _secrets_of(ctx)), err=True)
                 sys.exit(unavailable.exit_code)
+            if _disk_full(err):   # the transaction was rolled back: the catalog is as it was before it
+                click.echo("Error: the catalog's disk is full; nothing of the failed step was committed\n  hint: free "
+                           "space where the catalog lives (or point --db at another database) and run the command "
+                           "again: it resumes", err=True)
+                sys.exit(1)
             damage = _damaged_catalog(err)
             if damage is None:
                 raise
@@ -121,6 +136,12 @@ def _verifier_unavailable(err: BaseException) -> bool:
     from verifiers import VerifierUnavailable
 
     return isinstance(err, VerifierUnavailable)
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether `err` is the catalog database saying its disk is full."""
+    text = str(getattr(err, "orig", None) or err)
+    return type(err).__module__.startswith(("sqlalchemy", "sqlite3", "psycopg")) and any(m in text for m in _DISK_FULL)
 
 
 def _damaged_catalog(err: BaseException) -> str | None:
