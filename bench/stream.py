@@ -40,6 +40,7 @@ import time  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 from typing import Any  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("flywheel", "baseline")
 #: What each arm adds to `flywheel run` (both: no starter library, so the flywheel arm starts cold).
 ARM_FLAGS = {"flywheel": ["--no-starter"], "baseline": ["--no-starter", "--no-graft", "--no-deposit"]}
@@ -179,7 +180,21 @@ def run_slice(args: argparse.Namespace, arm: str, index: int, ids: list[str]) ->
 def library_verify(args: argparse.Namespace) -> dict[str, Any]:
     cmd = [*flywheel_cli(), "--model", args.model, "--library", str(args.work / "flywheel" / "lib"), "library", "verify"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    return {"command": " ".join(cmd[1:]), "exit": done.returncode, "output": done.stdout.strip().splitlines()[-5:]}
+    said = [line.replace(str(args.work), "<work>") for line in done.stdout.strip().splitlines()[-5:]]
+    return {"command": "flywheel --model MODEL --library <work>/flywheel/lib library verify".replace("MODEL", args.model),
+            "exit": done.returncode, "output": said}
+
+
+def portable(argv: list[str], work: Path) -> str:
+    """The command as run, with the work folder written `<work>` and paths inside the repository relative to it:
+    a committed result never records this machine's absolute paths."""
+    def one(arg: str) -> str:
+        arg = arg.replace(str(work), "<work>")
+        path = Path(arg)
+        if path.is_absolute() and path.resolve().is_relative_to(ROOT):
+            return str(path.resolve().relative_to(ROOT))
+        return arg
+    return " ".join(["bench/stream.py", *(one(a) for a in argv)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "mode": "stream", "model": args.model, "arms": arms, "attempts": args.attempts,
         "until_verified": args.until_verified, "seed": args.seed, "budget": args.budget, "limit": args.limit,
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *(argv if argv is not None else sys.argv[1:])]),
+        "command": portable(list(argv if argv is not None else sys.argv[1:]), args.work),
         "run_seconds_this_invocation": {a: round(s) for a, s in seconds.items()},
     }
     if len(arms) == 2 and len(slices) > 1:

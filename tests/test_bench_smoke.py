@@ -355,3 +355,38 @@ def test_same_attempts_says_whether_a_rerun_reproduced_attempt_by_attempt(tmp_pa
     only = subprocess.run([sys.executable, str(ROOT / "bench" / "same_attempts.py"), "--a", str(a), "--b", str(same),
                            "--kind", "heldout-graft"], capture_output=True, text=True, timeout=120)
     assert only.returncode != 0 and "no run of kind 'heldout-graft'" in only.stderr
+
+
+def test_stream_study_pairs_two_arms_per_slice_and_resumes_without_running_again(
+        tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    """bench/stream.py (issue 55's study) on the tiny model: two slices, two arms, one run each, read back."""
+    slices = []
+    for i in (1, 2):
+        path = tmp_path / f"slice{i}.jsonl"
+        path.write_text("".join(json.dumps({"id": f"s{i}-{k}", "problem": f"Solve for x: x + {k} = {k + i}.",
+                                            "reference": str(i)}) + "\n" for k in range(2)))
+        slices += ["--slice", str(path)]
+    work, out = tmp_path / "work", tmp_path / "out.json"
+    cmd = [sys.executable, str(ROOT / "bench" / "stream.py"), "--model", str(tiny_dirs["gemma3"]), "--work", str(work),
+           *slices, "--budget", "4", "--out", str(out)]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PREFECT_HOME": str(tmp_path / "prefect")}
+    env.pop("FLYWHEEL_LIBRARY", None)
+    first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["mode"] == "stream" and [row["slice"] for row in result["slices"]] == [1, 2]
+    for row in result["slices"]:
+        for arm in ("flywheel", "baseline"):
+            assert row[arm]["n"] == 2 and row[arm]["missing"] == 0 and row[arm]["decode_tokens"] > 0
+        assert row["baseline"]["routes"]["none"] == 2          # the baseline has no library to route to
+    later = result["later"]
+    assert later["n"] == 2 and {"flywheel", "baseline", "mcnemar_p", "sign_test"} <= later.keys()
+    assert result["library_verify"]["exit"] == 0
+    assert str(work) not in json.dumps(result) and "<work>" in result["command"]   # the work folder is not recorded
+    problems = [json.loads(line) for line in (tmp_path / "out-problems.jsonl").read_text().splitlines()]
+    assert len(problems) == 8
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = json.loads(out.read_text())
+    assert resumed["run_seconds_this_invocation"] == {"flywheel": 0, "baseline": 0}   # everything read back
+    assert resumed["slices"] == result["slices"] and resumed["later"] == result["later"]
