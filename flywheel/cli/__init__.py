@@ -32,7 +32,7 @@ _ENVIRONMENT_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, err
 _PATH_HINTS = {errno.ENAMETOOLONG: "a shorter path (a name is at most 255 bytes here)",
                errno.ENOTDIR: "a part of the path is a file, not a folder",
                errno.ELOOP: "the path's symbolic links loop",
-               errno.ENOENT: "check the path (or TMPDIR: a folder where temporary files can be made)",
+               errno.ENOENT: "check that the path's folders exist or can be made there (temporary files too: TMPDIR)",
                errno.EISDIR: "the path names a folder where a file is expected"}
 #: What a database says when its disk is full (SQLite; PostgreSQL).
 _DISK_FULL = ("database or disk is full", "No space left on device", "could not extend file")
