@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,32 +17,16 @@ from typing import Any
 
 import httpx
 import pytest
+from prefect_proc import FLYWHEEL, free_port, stop
 
 PROBLEMS = "gen:linear?n=2&seed=1"
 SERVER_TIMEOUT_S = 180
-FLYWHEEL = Path(sys.executable).with_name("flywheel")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)   # our own process group (start_new_session)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Path]) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("prefect-publish")
-    api = f"http://127.0.0.1:{_free_port()}/api"
+    api = f"http://127.0.0.1:{free_port()}/api"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "FLYWHEEL_"))}
     log = tmp / "server.log"
     with open(log, "wb") as out:
@@ -73,7 +54,7 @@ def published(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Pat
         assert run.returncode == 0, run.stderr[-3000:]
         yield {"api": api, "summary": json.loads(run.stdout.strip().splitlines()[-1])}
     finally:
-        _stop(server)
+        stop(server)
 
 
 def _read(api: str, flow_run_id: str) -> tuple[list[Any], list[Any]]:
