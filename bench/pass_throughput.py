@@ -150,7 +150,7 @@ def command_pass(root: Path, model: str, spec: str, attempts: int, budget: int, 
     tokens = summary["totals"]["decode_tokens"]
     return {"decode_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall,
             "flow_wall_s": summary["timing"]["wall_seconds"], "verified": summary["totals"]["verified"],
-            "command": " ".join(cmd[1:])}
+            "command": " ".join(cmd[1:]).replace(str(root), "<library>")}   # no machine path in a result
 
 
 def sampler_cost(model: str, slots: int, repeats: int = 5) -> dict[str, float]:

@@ -427,7 +427,7 @@ def paper_scale(args: argparse.Namespace) -> dict[str, Any]:
                        for p, r, a in checked]
             runs = record_passes(lib, engine, rule, champ, log.rows, graft_run, records,
                                  scan_run=f"{stem}-scan")
-            runs["library"] = str(Path(args.library).resolve())
+            runs["library"] = Path(args.library).name   # its folder's name: no machine path in a result
     rows: list[dict[str, Any]] = [{"problem_id": p.id, "route": routes[p.id].kind, "answer": a.answer,
              "verified": a.verdict.equivalent, "decode_tokens": r.decode_tokens,
              "restored_tokens": r.restored_tokens, "prefill_tokens": r.prefill_tokens,
