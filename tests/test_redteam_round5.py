@@ -72,7 +72,11 @@ def test_both_bounded_workers_start_the_watch_first(module: str) -> None:
     import importlib
     import inspect
 
-    source = inspect.getsource(importlib.import_module(module)._serve)
+    from verifiers import lineworker
+
+    worker = importlib.import_module(module)
+    assert worker.serve is lineworker.serve and "serve(memory_mb" in inspect.getsource(worker._serve)   # the one loop
+    source = inspect.getsource(lineworker.serve)
     body = [line.strip() for line in source.splitlines()[2:] if line.strip() and not line.strip().startswith(('"""', "#"))]
     calls = [i for i, line in enumerate(body) if line.startswith("exit_with_parent(")]
     assert calls and all("setrlimit" not in line for line in body[:calls[0]])   # before any work
