@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from prefect_proc import FLYWHEEL, free_port, stop
+from prefect_proc import FLYWHEEL, free_port, stop, wait
 
 PROBLEMS = "gen:linear?n=2&seed=1"
 SERVER_TIMEOUT_S = 180
@@ -36,16 +35,8 @@ def published(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Pat
             env={**base, "PREFECT_HOME": str(tmp / "server-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                  "PREFECT_UI_ENABLED": "false"}, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + SERVER_TIMEOUT_S
-        while True:
-            assert server.poll() is None, log.read_text(errors="replace")[-3000:]
-            try:
-                if httpx.get(f"{api}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the Prefect server did not start:\n" + log.read_text()[-3000:]
-            time.sleep(1)
+        wait("/api/health", lambda: httpx.get(f"{api}/health", timeout=5).status_code == 200, SERVER_TIMEOUT_S,
+             [log], [server])
         env = {**base, "PREFECT_HOME": str(tmp / "client-home"), "PREFECT_API_URL": api,
                "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         run = subprocess.run([str(FLYWHEEL), "--library", str(tmp / "library"), "--model", str(tiny_dirs["gemma3"]),
