@@ -2,8 +2,8 @@
 
 The same problems (half CHAMP, half generated word problems) are attempted at one decode budget:
 
-1. `one-at-a-time`: prefill, then `Engine.decode_n_tokens` (one sequence, one token per model
-   call, PyTorch's default MKL path) for each problem in turn: the engine before batching;
+1. `one-at-a-time`: prefill, then `decode_sequence` below (one sequence, one token per model
+   call, PyTorch's default MKL path; this bench's own baseline, not a path of the product) for each problem in turn: the engine before batching;
 2. `batched B=...`: `flywheel.decode.BatchDecoder` with B slots (continuous batching, oneDNN
    linears, per-slot attention), problems prefilled as they take a slot;
 3. the same with `--dtype bfloat16` engines where asked (`--bf16`), with their answers compared to
@@ -80,6 +80,19 @@ def machine_limits(dtype: torch.dtype) -> dict[str, float]:
     return {"memory_bytes_per_s": bandwidth, "matmul_flop_per_s": flops}
 
 
+def decode_sequence(engine: Engine, cache: Any, logits: Any, budget: int, stop: Any) -> list[int]:
+    """Greedy tokens of one sequence, one model call per token (`Engine.forward`, the MKL path): the engine as
+    it was before batching. Kept here as the baseline this bench measures; the product decodes in slots."""
+    produced: list[int] = []
+    while len(produced) < budget:
+        token = engine.pick_tokens(logits[None], [0.0], [None], [produced])[0]
+        produced.append(token)
+        if token in engine.eos_ids or stop.should_stop(engine, produced):
+            break
+        logits = engine.forward([token], cache, keep=1)[0]
+    return produced
+
+
 def one_at_a_time(engine: Engine, texts: list[str], budget: int) -> dict[str, Any]:
     from flywheel.attempt import SolveStop
 
@@ -88,7 +101,7 @@ def one_at_a_time(engine: Engine, texts: list[str], budget: int) -> dict[str, An
     for text in texts:
         cache, logits = engine.prefill(engine.encode(plain_prompt(text)))
         t = time.perf_counter()
-        tokens += sum(1 for _ in engine.decode_n_tokens(cache, logits[-1], budget, stop=SolveStop()))
+        tokens += len(decode_sequence(engine, cache, logits[-1], budget, SolveStop()))
         decode_s += time.perf_counter() - t
     return {"tokens": tokens, "decode_s": decode_s, "wall_s": time.perf_counter() - start, "steps": tokens}
 
@@ -284,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights", default="fp32,default",
                     help="comma-separated weights modes to compare in this run (fp32, q-f32a, q-i8a, default)")
     ap.add_argument("--one-at-a-time", action="store_true",
-                    help="also time Engine.decode_n_tokens one problem at a time (fp32 weights: the pre-batching path)")
+                    help="also time one problem at a time, one token per model call (fp32 weights: the pre-batching path)")
     ap.add_argument("--bf16", action="store_true", help="also measure bfloat16 engines (opt-in dtype, fp32 weights)")
     ap.add_argument("--llama-cpp", metavar="PYTHON", default=None,
                     help="an interpreter with llama-cpp-python: add llama.cpp (same GGUF) as the competitor")

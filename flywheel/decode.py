@@ -585,6 +585,15 @@ class _Active:
 StepMeter = Callable[[Callable[[], torch.Tensor]], tuple[torch.Tensor, float]]
 
 
+def decode_alone(engine: Engine, request: DecodeRequest) -> DecodeOutcome:
+    """Decode one request in a decoder of one slot (a batch of one: the same step, the same bits, as in a
+    pass). What `flywheel graft` and single checks use; there is no other decode loop.
+
+        >>> decode_alone(engine, DecodeRequest(None, None, 32, prompt=Prompt(cache, ids))).tokens  # doctest: +SKIP
+    """
+    return next(BatchDecoder(engine, slots=1).run([request]))
+
+
 class BatchDecoder:
     """Continuous batching over a fixed number of slots; see the module docstring for exactness.
 

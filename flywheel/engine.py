@@ -14,7 +14,7 @@ import platform
 import re
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -426,23 +426,6 @@ class Engine:
     def decode_one_token(self, cache: DynamicCache, token: int) -> torch.Tensor:
         """Append one token; returns next-token logits (vocab,)."""
         return self.forward([token], cache, keep=1)[0]
-
-    def decode_n_tokens(self, cache: DynamicCache, logits: torch.Tensor, max_new: int, *,
-                        stop: StopRule | None = None, generator: torch.Generator | None = None,
-                        temperature: float = 0.0) -> Iterator[int]:
-        """Yield up to `max_new` tokens, greedy (temperature 0) or sampled with `generator`.
-
-        Decoding ends at EOS, after `max_new` tokens, or where `stop` says (None: no rule of its
-        own; pass `StopRule()` to stop at the first line of text).
-        """
-        produced: list[int] = []
-        for _ in range(max_new):
-            token = self.pick_tokens(logits[None], [temperature], [generator], [produced])[0]
-            produced.append(token)
-            yield token
-            if token in self.eos_ids or (stop is not None and stop.should_stop(self, produced)):
-                return
-            logits = self.decode_one_token(cache, token)
 
 
 @dataclass(frozen=True)

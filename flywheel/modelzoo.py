@@ -18,6 +18,7 @@ the function that locates a GGUF file registers one directly.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.metadata
 import json
 import os
@@ -88,6 +89,24 @@ def packaged(name: str, *, package: str, **profile: Any) -> Callable[[Callable[[
         register(PackagedModel(name, locate_gguf, package, **profile))
         return locate_gguf
     return wrap
+
+
+def builtin_profiles() -> list[PackagedModel]:
+    """kv-flywheel's own packaged models, in the table's order (`PACKAGED.builtins`, the one list), loading no
+    plug-in: what the CLI's budget help and the README's model table are made from or checked against."""
+    found = []
+    for _, value in PACKAGED.builtins:
+        module, _, attr = value.partition(":")
+        found.append(getattr(importlib.import_module(module), attr))
+    return found
+
+
+def budget_defaults() -> str:
+    """The default budget of each built-in model, in words (`--budget`'s help): `160 for a and b, 512 for c`."""
+    by_budget: dict[int, list[str]] = {}
+    for model in builtin_profiles():
+        by_budget.setdefault(model.budget, []).append(model.name)
+    return ", ".join(f"{budget} for {' and '.join(names)}" for budget, names in by_budget.items())
 
 
 def profile_of(name: str, model_dir: Path | None = None) -> PackagedModel:

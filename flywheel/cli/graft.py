@@ -137,6 +137,7 @@ def graft_command(ctx: click.Context, artifact: str, prompt: str, max_new: int, 
     """
     from pathlib import Path
 
+    from flywheel.decode import DecodeRequest, Prompt, decode_alone
     from flywheel.engine import Engine, StopRule
     from flywheel.kv import graft, read_artifact
 
@@ -163,8 +164,9 @@ def graft_command(ctx: click.Context, artifact: str, prompt: str, max_new: int, 
             raise InputError(f"--max-new {max_new:,} would decode past the model's {window:,}-token window "
                              f"({grafted.token_count:,} restored + {len(ids):,} prompt tokens leave {max(room, 0):,})",
                              hint=f"give --max-new {max(room, 0):,} or less")
-        logits = engine.forward(ids, grafted.cache)[0]
-        tokens = list(engine.decode_n_tokens(grafted.cache, logits, max_new, stop=StopRule()))
+        # The run's own decoder, one slot: the prompt is prefilled and decoded as a pass would.
+        request = DecodeRequest(None, None, max_new, stop=StopRule(), prompt=Prompt(grafted.cache, ids))
+        tokens = decode_alone(engine, request).tokens
         text, produced = engine.decode_text(tokens), len(tokens)
     if as_json:
         echo_json({"artifact": grafted.artifact_sha256, "restored_tokens": grafted.token_count,

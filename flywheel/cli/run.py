@@ -12,15 +12,15 @@ from typing import Any
 
 import click
 
-from flywheel import config
+from flywheel import config, modelzoo
 from flywheel.cli.common import echo_json, progress_display, settings_of
 from flywheel.domain import ROUTE_KINDS, Progress
 from flywheel.errors import FlywheelError, InputError, LibraryError
 
 #: Options left unset take the flow's defaults (`flows.run.RunConfig`, which reads them from
 #: `flywheel.config`); flows are imported lazily so `flywheel --help` stays fast.
-_BUDGET_HELP = (f"Decode-token budget per attempt (default: the model profile's, {config.DEFAULT_BUDGET} for "
-                "gemma3-270m and smollm2-135m, 512 for the Qwen2.5-Coder models).")
+_BUDGET_HELP = ("Decode-token budget per attempt (default: the model profile's; built in: "
+                f"{modelzoo.budget_defaults()}).")
 
 
 def _schedule_options(f: Any) -> Any:
@@ -114,9 +114,7 @@ def _preflight(cfg: Any, *specs: str | None) -> None:
     env = run_env(cfg)
     eng = env.engine()   # the process's engine and library: the pass reuses them
     window = eng.context_window
-    if window and cfg.budget > window:
-        raise InputError(f"--budget {cfg.budget:,} is longer than {cfg.model}'s {window:,}-token window",
-                         hint=f"a decode budget of at most {window:,} tokens")
+    cfg.check_window(window)
     for spec in specs:
         if window and spec is not None:
             bad = over_window(load_problem_set(spec, limit=cfg.limit).problems,
@@ -143,13 +141,9 @@ def _start_prefect() -> None:
 def _config(ctx: click.Context, **kw: Any) -> Any:
     _quiet_prefect()
     _check_sets(kw.get("problems"))
-    from flows.run import RunConfig
+    from flywheel.runconfig import RunConfig
 
-    s = settings_of(ctx)
-    if kw.get("budget", 0) is None:   # not given: the model profile's own (a chat model reasons at length)
-        from flywheel import modelzoo
-
-        kw["budget"] = modelzoo.profile_of(s.model).budget
+    s = settings_of(ctx)   # a budget not given is None: RunConfig applies the model profile's
     cfg = RunConfig(model=s.model, library=str(s.library), db_url=s.db_url,
                     **{k: v for k, v in kw.items() if v is not None})
     _start_prefect()   # the options are valid: the server boots while `_preflight` loads the model

@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from flywheel.engine import Engine
+from flywheel.decode import DecodeRequest, Prompt, decode_alone
+from flywheel.engine import Engine, StopRule
 from flywheel.kv import Artifact, capture, graft, logits_sha256, parse_artifact
 from flywheel.kv.exactness import corpus_ids
 from flywheel.testing import TINY_SLIDING_WINDOW
@@ -69,11 +70,15 @@ def test_greedy_decoding_after_graft_matches_fresh_decoding(tiny_gemma: Engine) 
     ids = corpus_ids(tiny_gemma, n)
     cache, last = tiny_gemma.prefill(ids, chunk=8)
     data = capture(tiny_gemma, cache, ids, last, prefill_chunk=8).to_bytes()
-    fresh_tokens = list(tiny_gemma.decode_n_tokens(cache, last[-1], 20, stop=None))
-    grafted = graft(tiny_gemma, parse_artifact(data))
-    first = tiny_gemma.forward([fresh_tokens[0]], grafted.cache)[0]
-    graft_tokens = [fresh_tokens[0]] + list(tiny_gemma.decode_n_tokens(grafted.cache, first, 19, stop=None))
-    assert graft_tokens[: len(fresh_tokens)] == fresh_tokens
+    first = int(last[-1].argmax())   # the artifact keeps no logits: both continue from the same next token
+
+    def continued(source: object) -> list[int]:
+        request = DecodeRequest(None, None, 19, stop=StopRule(newline=False), prompt=Prompt(source, [first]))  # type: ignore[arg-type]
+        return decode_alone(tiny_gemma, request).tokens
+
+    fresh_tokens = continued(cache)
+    graft_tokens = continued(graft(tiny_gemma, parse_artifact(data)).cache)
+    assert len(fresh_tokens) > 1 and graft_tokens == fresh_tokens
 
 
 def test_shifted_graft_is_close_but_not_exact(tiny_gemma: Engine) -> None:

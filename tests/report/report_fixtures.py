@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flywheel.catalog import AttemptRecord, Catalog, GraftRecord, ProblemSpec
+from flywheel.decode import DecodeRequest, decode_alone
 from flywheel.energy import EnergyConfig, EnergyMeter
-from flywheel.engine import Engine, StopRule
+from flywheel.engine import Engine
 from flywheel.kv.artifact import logits_sha256
 from flywheel.library import Library
 from flywheel.problemsets import Problem, set_hash
@@ -43,7 +44,7 @@ def sha(tag: str) -> str:
 
 
 def _decode(engine: Engine, cache: object, logits: object, budget: int) -> list[int]:
-    return list(engine.decode_n_tokens(cache, logits, budget, stop=StopRule()))  # type: ignore[arg-type]
+    return decode_alone(engine, DecodeRequest(cache, logits, budget)).tokens  # type: ignore[arg-type]
 
 
 def build_real_catalog(engine: Engine, root: Path, problems: list[Problem] = PROBLEMS,
