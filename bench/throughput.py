@@ -3,7 +3,8 @@
 The same problems (half CHAMP, half generated word problems) are attempted at one decode budget:
 
 1. `one-at-a-time`: prefill, then `decode_sequence` below (one sequence, one token per model
-   call, PyTorch's default MKL path; this bench's own baseline, not a path of the product) for each problem in turn: the engine before batching;
+   call, PyTorch's default MKL path) for each problem in turn: the engine before batching, kept
+   here as this bench's baseline, not a path of the product;
 2. `batched B=...`: `flywheel.decode.BatchDecoder` with B slots (continuous batching, oneDNN
    linears, per-slot attention), problems prefilled as they take a slot;
 3. the same with `--dtype bfloat16` engines where asked (`--bf16`), with their answers compared to
@@ -81,7 +82,7 @@ def machine_limits(dtype: torch.dtype) -> dict[str, float]:
 
 
 def decode_sequence(engine: Engine, cache: Any, logits: Any, budget: int, stop: Any) -> list[int]:
-    """Greedy tokens of one sequence, one model call per token (`Engine.forward`, the MKL path): the engine as
+    """Greedy tokens of one sequence, one model call per token (`Engine.decode_one_token`, the MKL path): the engine as
     it was before batching. Kept here as the baseline this bench measures; the product decodes in slots."""
     produced: list[int] = []
     while len(produced) < budget:
@@ -89,7 +90,7 @@ def decode_sequence(engine: Engine, cache: Any, logits: Any, budget: int, stop: 
         produced.append(token)
         if token in engine.eos_ids or stop.should_stop(engine, produced):
             break
-        logits = engine.forward([token], cache, keep=1)[0]
+        logits = engine.decode_one_token(cache, token)
     return produced
 
 
